@@ -1,0 +1,1 @@
+"""Benchmarks: each prints ratios measured within one run (no absolute timings asserted)."""

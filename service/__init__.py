@@ -1,0 +1,3 @@
+"""servesize: capacity planning for LLM inference serving."""
+
+__version__ = "0.1.0"

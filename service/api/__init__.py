@@ -1,0 +1,1 @@
+"""The HTTP shell around the planning core."""

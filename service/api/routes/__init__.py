@@ -1,0 +1,1 @@
+"""HTTP routes: thin adapters from schemas to repositories and the core."""

@@ -1,0 +1,1 @@
+"""The planning core: pure computation (stdlib, numpy, scipy), no IO and no frameworks."""

@@ -1,0 +1,1 @@
+"""Persistence: ORM tables, engine, migrations and repositories."""

@@ -1,0 +1,73 @@
+"""Every query lives here; routes and the CLI call these, never SQL directly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.db.models import ApiKey, InstanceSecret
+from service.db.types import utc_now
+from service.security import NewKey, Scope, generate_key, hash_secret, parse_key, verify_secret
+
+
+class ApiKeyRepository:
+    """API keys: create, list, revoke and authenticate."""
+
+    def __init__(self, session: Session, *, secret_key: bytes | None = None) -> None:
+        self.session = session
+        self._secret_key = secret_key
+
+    def instance_secret(self) -> bytes:
+        """``SECRET_KEY`` when configured, else the random secret the first migration stored."""
+        if self._secret_key is not None:
+            return self._secret_key
+        row = self.session.get(InstanceSecret, 1)
+        if row is None:
+            raise RuntimeError("the database has no instance secret; run the migrations")
+        return bytes.fromhex(row.secret_hex)
+
+    def create(
+        self, *, name: str, scopes: Sequence[Scope], created_by: int | None = None
+    ) -> tuple[ApiKey, NewKey]:
+        new = generate_key()
+        row = ApiKey(
+            key_id=new.key_id,
+            name=name,
+            key_hash=hash_secret(new.secret, instance_secret=self.instance_secret()),
+            scopes=sorted({s.value for s in scopes}),
+            created_at=utc_now(),
+            created_by=created_by,
+        )
+        self.session.add(row)
+        self.session.flush()
+        return row, new
+
+    def list(self) -> Sequence[ApiKey]:
+        return self.session.scalars(select(ApiKey).order_by(ApiKey.id)).all()
+
+    def get(self, key_id: str) -> ApiKey | None:
+        return self.session.scalar(select(ApiKey).where(ApiKey.key_id == key_id))
+
+    def revoke(self, key_id: str) -> ApiKey | None:
+        """Mark a key revoked (idempotent); ``None`` when no such key exists."""
+        row = self.get(key_id)
+        if row is not None and row.revoked_at is None:
+            row.revoked_at = utc_now()
+            self.session.flush()
+        return row
+
+    def authenticate(self, token: str) -> ApiKey | None:
+        """The live key that ``token`` presents, or ``None`` (unknown, wrong or revoked)."""
+        parts = parse_key(token)
+        if parts is None:
+            return None
+        row = self.get(parts.key_id)
+        if row is None:
+            # Spend the same work as a real comparison so timing does not reveal key ids.
+            verify_secret(parts.secret, "0" * 64, instance_secret=b"\0" * 32)
+            return None
+        if not verify_secret(parts.secret, row.key_hash, instance_secret=self.instance_secret()):
+            return None
+        return None if row.revoked else row

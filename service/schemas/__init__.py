@@ -1,0 +1,1 @@
+"""Pydantic wire contracts shared by the API and the agent."""

@@ -1,0 +1,139 @@
+"""Fixtures: every API test runs once on SQLite and once on PostgreSQL.
+
+SQLite tests get a per-test copy of a migrated template file; PostgreSQL tests share one
+migrated schema per run and have the application tables truncated after each test.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from service.api.app import create_app
+from service.db import migrate
+from service.db.base import Base
+from service.db.engine import make_engine, make_sessionmaker, transaction
+from service.db.repository import ApiKeyRepository
+from service.security import Scope
+from service.settings import Settings
+from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
+
+BACKENDS = ("sqlite", "postgresql")
+# Rows written by migrations themselves; never truncated between tests.
+MIGRATION_DATA_TABLES = {"instance_secret"}
+
+
+@pytest.fixture(scope="session")
+def postgres_schema() -> Iterator[PostgresSchema]:
+    """A migrated schema for the whole run, dropped at the end."""
+    reason = postgres_unreachable_reason()
+    if reason is not None:
+        if ci_requires_postgres():
+            pytest.fail(f"CI=true requires PostgreSQL: {reason}", pytrace=False)
+        pytest.skip(reason)
+    schema = PostgresSchema.create()
+    try:
+        migrate.upgrade(schema.url)
+        yield schema
+    finally:
+        schema.drop()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file at the newest migration, built once; running the migrations tests them."""
+    path = tmp_path_factory.mktemp("template") / "servesize.db"
+    migrate.upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated, empty database of each backend."""
+    if request.param == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        db = tmp_path / "servesize.db"
+        shutil.copyfile(template, db)
+        yield f"sqlite:///{db}"
+        return
+    schema: PostgresSchema = request.getfixturevalue("postgres_schema")
+    yield schema.url
+    engine = make_engine(schema.url)
+    try:
+        with engine.begin() as conn:
+            tables = [
+                t.name for t in Base.metadata.sorted_tables if t.name not in MIGRATION_DATA_TABLES
+            ]
+            if tables:
+                conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, rate_limit_per_minute=0)
+
+
+@pytest.fixture
+def make_client(database_url: str) -> Iterator[Callable[..., TestClient]]:
+    """Build clients over the test database with settings overrides."""
+    clients: list[TestClient] = []
+
+    def build(**overrides: object) -> TestClient:
+        fields: dict[str, object] = {"database_url": database_url, "rate_limit_per_minute": 0}
+        fields.update(overrides)
+        client = TestClient(create_app(Settings.model_validate(fields)))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield build
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client: Callable[..., TestClient]) -> TestClient:
+    return make_client()
+
+
+@pytest.fixture
+def create_key(database_url: str) -> Callable[..., str]:
+    """Create an API key directly in the database; returns the full key string."""
+
+    def create(*scopes: Scope, name: str | None = None) -> str:
+        engine = make_engine(database_url)
+        try:
+            with transaction(make_sessionmaker(engine)) as session:
+                label = name or "test-" + "-".join(s.value for s in scopes)
+                _, new = ApiKeyRepository(session).create(name=label, scopes=scopes)
+                return new.token
+        finally:
+            engine.dispose()
+
+    return create
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say how many tests ran on each database."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(report, "nodeid", "")
+            for backend in BACKENDS:
+                if f"[{backend}" in nodeid or f"-{backend}]" in nodeid or f"-{backend}-" in nodeid:
+                    counts[(backend, outcome)] += 1
+    if counts:
+        terminalreporter.section("tests by database")
+        for backend in BACKENDS:
+            parts = [
+                f"{counts[(backend, o)]} {o}" for o in ("passed", "failed", "error", "skipped")
+            ]
+            terminalreporter.write_line(f"{backend}: " + ", ".join(parts))

@@ -1,0 +1,100 @@
+"""The ``servesize`` command line, run in-process and as a real server process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+from typer.testing import CliRunner
+
+from service import __version__
+from service.cli import app
+from service.settings import get_settings
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def sqlite_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("DATABASE_URL", url)
+    get_settings.cache_clear()
+    yield url
+    get_settings.cache_clear()
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"servesize {__version__}"
+
+
+def test_db_upgrade_current_downgrade(sqlite_env: str) -> None:
+    assert "behind head" in runner.invoke(app, ["db", "current"]).output
+    result = runner.invoke(app, ["db", "upgrade"])
+    assert result.exit_code == 0, result.output
+    assert "(at head)" in result.output
+    result = runner.invoke(app, ["db", "downgrade", "base"])
+    assert result.exit_code == 0, result.output
+    assert "current: base" in result.output
+
+
+def test_keys_create_list_revoke(sqlite_env: str) -> None:
+    runner.invoke(app, ["db", "upgrade"])
+    created = runner.invoke(app, ["keys", "create", "--scope", "admin", "--name", "root"])
+    assert created.exit_code == 0, created.output
+    key = created.output.strip().splitlines()[-1]
+    assert key.startswith("ssk_")
+    key_id = key.split("_")[1]
+
+    listed = runner.invoke(app, ["keys", "list"])
+    assert key_id in listed.output
+    assert key not in listed.output  # the secret is never shown again
+
+    assert runner.invoke(app, ["keys", "revoke", key_id]).exit_code == 0
+    assert runner.invoke(app, ["keys", "revoke", "0000000000000000"]).exit_code == 1
+
+
+def test_keys_create_rejects_unknown_scope(sqlite_env: str) -> None:
+    runner.invoke(app, ["db", "upgrade"])
+    result = runner.invoke(app, ["keys", "create", "--scope", "root"])
+    assert result.exit_code != 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_migrates_and_answers_probes(tmp_path: Path) -> None:
+    """What ``make run`` does: a fresh database is migrated and the probes answer 200."""
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'served.db'}"}
+    command = [sys.executable, "-m", "service", "serve", "--port", str(port)]
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                live = httpx2.get(f"http://127.0.0.1:{port}/livez", timeout=1)
+                break
+            except httpx2.TransportError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        ready = httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert live.status_code == 200
+    assert ready.status_code == 200
