@@ -44,3 +44,19 @@ class ApiKey(Base):
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class CustomModel(Base):
+    """A model architecture registered through the API (the catalogue lives in ``models/``)."""
+
+    __tablename__ = "custom_model"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[str] = mapped_column(String(200), unique=True)
+    """Hugging Face style id, ``org/name``."""
+    config: Mapped[dict[str, object]] = mapped_column(JSON)
+    """The ``config.json`` as registered, verbatim."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    created_by: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None
+    )

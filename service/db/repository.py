@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.db.models import ApiKey, InstanceSecret
+from service.db.models import ApiKey, CustomModel, InstanceSecret
 from service.db.types import utc_now
 from service.security import NewKey, Scope, generate_key, hash_secret, parse_key, verify_secret
 
@@ -71,3 +71,30 @@ class ApiKeyRepository:
         if not verify_secret(parts.secret, row.key_hash, instance_secret=self.instance_secret()):
             return None
         return None if row.revoked else row
+
+
+class CustomModelRepository:
+    """Model architectures registered through the API."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, model_id: str) -> CustomModel | None:
+        return self.session.scalar(select(CustomModel).where(CustomModel.model_id == model_id))
+
+    def list(self) -> Sequence[CustomModel]:
+        return self.session.scalars(select(CustomModel).order_by(CustomModel.model_id)).all()
+
+    def add(
+        self, *, model_id: str, config: dict[str, object], created_by: int | None
+    ) -> CustomModel:
+        row = CustomModel(
+            model_id=model_id, config=config, created_at=utc_now(), created_by=created_by
+        )
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def delete(self, row: CustomModel) -> None:
+        self.session.delete(row)
+        self.session.flush()
