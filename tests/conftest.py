@@ -26,7 +26,7 @@ from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreac
 
 BACKENDS = ("sqlite", "postgresql")
 # Rows written by migrations themselves; never truncated between tests.
-MIGRATION_DATA_TABLES = {"instance_secret"}
+MIGRATION_DATA_TABLES = {"instance_secret", "hardware_profile"}
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from service.api.logs import configure_logging
 from service.api.metrics import HttpMetrics
 from service.api.middleware import BodyGuardMiddleware, RequestContextMiddleware
 from service.api.ratelimit import RateLimiter
-from service.api.routes import health, keys
+from service.api.routes import hardware, health, keys
 from service.db.engine import make_engine, make_sessionmaker
 from service.security import parse_key
 from service.settings import Settings, get_settings
@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     # Each router carries its full "/v1/..." prefix so route templates stay exact in metrics.
-    for module in (keys,):
+    for module in (keys, hardware):
         app.include_router(module.router)
 
     limiter = (

@@ -6,6 +6,7 @@ ApiError                 carries status, slug, detail, extensions, headers
  ├─ ForbiddenError       403
  ├─ NotFoundError        404
  ├─ ConflictError        409
+ ├─ UnprocessableError   422 (with ``errors[]``)
  └─ PreconditionFailedError 412 / 428
 
 Core errors (``service.core.errors``) are mapped here; the core knows nothing of HTTP.
@@ -20,6 +21,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -75,6 +77,16 @@ class NotFoundError(ApiError):
 
 class ConflictError(ApiError):
     status, slug = 409, "conflict"
+
+
+class UnprocessableError(ApiError):
+    """422 for input that parses but cannot be accepted; ``errors`` lists the fields."""
+
+    status, slug = 422, "unprocessable"
+
+    def __init__(self, detail: str, *, slug: str, errors: list[dict[str, str]]) -> None:
+        super().__init__(detail, errors=errors)
+        self.slug = slug
 
 
 class PreconditionFailedError(ApiError):
@@ -182,6 +194,15 @@ async def _integrity_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def _stale_write(request: Request, exc: Exception) -> Response:
+    return problem_response(
+        412,
+        "precondition-failed",
+        "the resource changed while this request was being applied; fetch it and retry",
+        instance=_instance(request),
+    )
+
+
 async def _database_unavailable(request: Request, exc: Exception) -> Response:
     log.error("database unavailable: %s", type(exc).__name__)
     return problem_response(
@@ -200,4 +221,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InvalidArchitectureError, _invalid_architecture)
     app.add_exception_handler(PlanningError, _planning_error)
     app.add_exception_handler(IntegrityError, _integrity_error)
+    app.add_exception_handler(StaleDataError, _stale_write)
     app.add_exception_handler(OperationalError, _database_unavailable)

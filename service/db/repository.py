@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from service.db.models import ApiKey, CustomModel, InstanceSecret
+from service.db.models import (
+    ApiKey,
+    CustomModel,
+    HardwareMeasurement,
+    HardwareProfile,
+    InstanceSecret,
+)
 from service.db.types import utc_now
 from service.security import NewKey, Scope, generate_key, hash_secret, parse_key, verify_secret
 
@@ -98,3 +104,77 @@ class CustomModelRepository:
     def delete(self, row: CustomModel) -> None:
         self.session.delete(row)
         self.session.flush()
+
+
+class HardwareRepository:
+    """Hardware profiles and their measurements."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, profile_id: str) -> HardwareProfile | None:
+        return self.session.get(HardwareProfile, profile_id)
+
+    def page(
+        self, *, offset: int, limit: int, vendor: str | None, kind: str | None
+    ) -> tuple[Sequence[HardwareProfile], int]:
+        query = select(HardwareProfile)
+        if vendor is not None:
+            query = query.where(func.lower(HardwareProfile.vendor) == vendor.lower())
+        if kind is not None:
+            query = query.where(HardwareProfile.kind == kind)
+        total = self.session.scalar(select(func.count()).select_from(query.subquery())) or 0
+        rows = self.session.scalars(
+            query.order_by(HardwareProfile.id).offset(offset).limit(limit)
+        ).all()
+        return rows, total
+
+    def add(self, row: HardwareProfile) -> HardwareProfile:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def delete(self, row: HardwareProfile) -> None:
+        self.session.delete(row)
+        self.session.flush()
+
+    def measurement_counts(self, profile_ids: Sequence[str]) -> dict[str, int]:
+        if not profile_ids:
+            return {}
+        rows = self.session.execute(
+            select(HardwareMeasurement.profile_id, func.count())
+            .where(HardwareMeasurement.profile_id.in_(profile_ids))
+            .group_by(HardwareMeasurement.profile_id)
+        ).all()
+        return {profile_id: int(count) for profile_id, count in rows}
+
+    def measurements(
+        self, profile_id: str, *, offset: int = 0, limit: int | None = None
+    ) -> Sequence[HardwareMeasurement]:
+        """Newest first."""
+        query = (
+            select(HardwareMeasurement)
+            .where(HardwareMeasurement.profile_id == profile_id)
+            .order_by(HardwareMeasurement.id.desc())
+            .offset(offset)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        return self.session.scalars(query).all()
+
+    def get_measurement(self, profile_id: str, measurement_id: int) -> HardwareMeasurement | None:
+        row = self.session.get(HardwareMeasurement, measurement_id)
+        return row if row is not None and row.profile_id == profile_id else None
+
+    def by_idempotency_key(self, api_key_id: int, key: str) -> HardwareMeasurement | None:
+        return self.session.scalar(
+            select(HardwareMeasurement).where(
+                HardwareMeasurement.api_key_id == api_key_id,
+                HardwareMeasurement.idempotency_key == key,
+            )
+        )
+
+    def add_measurement(self, row: HardwareMeasurement) -> HardwareMeasurement:
+        self.session.add(row)
+        self.session.flush()
+        return row
