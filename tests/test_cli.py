@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -98,3 +99,65 @@ def test_serve_migrates_and_answers_probes(tmp_path: Path) -> None:
         process.wait(timeout=10)
     assert live.status_code == 200
     assert ready.status_code == 200
+
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+
+
+def test_models_list_and_show() -> None:
+    listed = runner.invoke(app, ["models", "list"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    assert "meta-llama/Llama-3.1-8B" in listed.output
+    shown = runner.invoke(app, ["models", "show", "meta-llama/Llama-3.1-8B"])
+    assert shown.exit_code == 0
+    assert json.loads(shown.output)["parameters_total"] == 8_030_261_248
+    assert runner.invoke(app, ["models", "show", "nobody/nothing"]).exit_code == 1
+
+
+def test_models_inspect_file(tmp_path: Path) -> None:
+    config = json.loads((MODELS_DIR / "meta-llama--Llama-3.1-8B.json").read_text())
+    good = tmp_path / "config.json"
+    good.write_text(json.dumps(config))
+    result = runner.invoke(app, ["models", "inspect", str(good)])
+    assert result.exit_code == 0
+    assert json.loads(result.output)["kv_bytes_per_token"]["bf16"] == 131_072
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({k: v for k, v in config.items() if k != "hidden_size"}))
+    failed = runner.invoke(app, ["models", "inspect", str(bad)])
+    assert failed.exit_code == 1
+    assert "/hidden_size" in failed.output
+
+
+def test_models_pull_saves_the_config_verbatim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Hub is replaced by a local fake; no network is used."""
+    upstream = (MODELS_DIR / "Qwen--Qwen3-8B.json").read_bytes()
+    fetched: list[tuple[str, str | None]] = []
+
+    def fake_download(model_id: str, revision: str | None) -> Path:
+        fetched.append((model_id, revision))
+        path = tmp_path / "hub" / "config.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(upstream)
+        return path
+
+    monkeypatch.setattr("service.cli.download_config", fake_download)
+    target = tmp_path / "catalogue"
+    result = runner.invoke(app, ["models", "pull", "Qwen/Qwen3-8B", "--to", str(target)])
+    assert result.exit_code == 0, result.output
+    assert fetched == [("Qwen/Qwen3-8B", None)]
+    assert (target / "Qwen--Qwen3-8B.json").read_bytes() == upstream
+
+
+def test_models_pull_reports_network_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def offline(model_id: str, revision: str | None) -> Path:
+        raise OSError("network unreachable")
+
+    monkeypatch.setattr("service.cli.download_config", offline)
+    result = runner.invoke(app, ["models", "pull", "Qwen/Qwen3-8B", "--to", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "network unreachable" in result.output
+    assert not list(tmp_path.iterdir())

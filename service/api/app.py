@@ -14,7 +14,9 @@ from service.api.logs import configure_logging
 from service.api.metrics import HttpMetrics
 from service.api.middleware import BodyGuardMiddleware, RequestContextMiddleware
 from service.api.ratelimit import RateLimiter
-from service.api.routes import hardware, health, keys
+from service.api.routes import hardware, health, keys, models
+from service.api.routes.models import CatalogIndex
+from service.catalog import ModelCatalog
 from service.db.engine import make_engine, make_sessionmaker
 from service.security import parse_key
 from service.settings import Settings, get_settings
@@ -66,11 +68,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.metrics = HttpMetrics()
+    app.state.catalog_index = CatalogIndex(ModelCatalog(settings.models_dir))
     install_error_handlers(app)
 
     app.include_router(health.router)
     # Each router carries its full "/v1/..." prefix so route templates stay exact in metrics.
-    for module in (keys, hardware):
+    for module in (keys, models, hardware):
         app.include_router(module.router)
 
     limiter = (
