@@ -1,0 +1,119 @@
+"""The agent against the real service, served by uvicorn on loopback (real HTTP, both databases).
+
+This is the issue's "done when": ``servesize-agent bench --device cpu --quick --upload ...``
+stores a measurement that ``GET /v1/hardware/{id}`` then reports.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+import uvicorn
+from typer.testing import CliRunner
+
+from service.agent.cli import app
+from service.agent.probes import host_memory_bytes
+from service.agent.upload import SavedMeasurement
+from service.api.app import create_app
+from service.security import Scope
+from service.settings import Settings
+
+
+@pytest.fixture
+def live_url(settings: Settings) -> Iterator[str]:
+    """The app on a free loopback port for the duration of one test."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def _create_cpu_profile(url: str, admin_key: str) -> None:
+    # The CPU's own figures are far below these generous peaks, so nothing is implausible;
+    # memory equals what the CPU probe reports, so the identity check passes.
+    profile: dict[str, object] = {
+        "id": "cpu-host",
+        "vendor": "Generic",
+        "name": "CPU host",
+        "memory_bytes": host_memory_bytes(),
+        "memory_bandwidth_bytes_per_s": 10_000_000_000_000,
+        "peak_tflop_per_s": {"fp32": 1000.0},
+        "identity_tokens": [],
+    }
+    created = httpx2.post(
+        f"{url}/v1/hardware", json=profile, headers={"Authorization": f"Bearer {admin_key}"}
+    )
+    assert created.status_code == 201, created.text
+
+
+def test_cpu_bench_upload_is_stored_once(
+    live_url: str, create_key: Callable[..., str], tmp_path: Path
+) -> None:
+    _create_cpu_profile(live_url, create_key(Scope.ADMIN, name="admin"))
+    writer = create_key(Scope.PROFILES_WRITE)
+    out = tmp_path / "cpu.json"
+    runner = CliRunner()
+
+    bench = runner.invoke(
+        app,
+        ["bench", "--device", "cpu", "--quick", "--out", str(out),
+         "--upload", live_url, "--token", writer, "--profile", "cpu-host"],
+    )  # fmt: skip
+    assert bench.exit_code == 0, bench.output
+    assert "uploaded: measurement" in bench.output
+    resent = runner.invoke(app, ["upload", str(out), "--url", live_url, "--token", writer])
+    assert resent.exit_code == 0, resent.output
+    assert "idempotent replay" in resent.output
+
+    history = httpx2.get(f"{live_url}/v1/hardware/cpu-host/measurements").json()
+    assert history["total"] == 1
+    saved = SavedMeasurement.load(out)
+    stored = httpx2.get(f"{live_url}/v1/hardware/cpu-host/measurements/{history['items'][0]['id']}")
+    assert stored.json()["payload"] == saved.payload.model_dump(mode="json")
+
+
+def test_wrong_scope_and_wrong_device_are_refused_without_retry(
+    live_url: str, create_key: Callable[..., str], tmp_path: Path
+) -> None:
+    out = tmp_path / "cpu.json"
+    runner = CliRunner()
+    assert (
+        runner.invoke(app, ["bench", "--device", "cpu", "--quick", "--out", str(out)]).exit_code
+        == 0
+    )
+    models_only = create_key(Scope.MODELS_WRITE)
+    writer = create_key(Scope.PROFILES_WRITE)
+
+    no_scope = runner.invoke(
+        app,
+        ["upload", str(out), "--url", live_url, "--token", models_only, "--profile", "h100-sxm"],
+    )
+    assert no_scope.exit_code == 1
+    assert "HTTP 403" in no_scope.output
+    # A CPU is not an H100: the service names the field that does not match.
+    wrong_device = runner.invoke(
+        app, ["upload", str(out), "--url", live_url, "--token", writer, "--profile", "h100-sxm"]
+    )
+    assert wrong_device.exit_code == 1
+    assert "HTTP 422" in wrong_device.output
+    assert "/provenance/gpu_name" in wrong_device.output
+    assert httpx2.get(f"{live_url}/v1/hardware/h100-sxm/measurements").json()["total"] == 0
