@@ -18,9 +18,12 @@ from service import __version__
 from service.catalog import ModelCatalog, UnknownModelError, filename_for
 from service.core.architecture import Architecture, parse_architecture, summarize
 from service.core.errors import InvalidArchitectureError
+from service.core.hardware import HardwareSpec, datasheet_spec
+from service.core.memory import Deployment, InvalidDeploymentError, kv_budget, plan_memory
 from service.db import migrate
 from service.db.engine import make_engine, make_sessionmaker, transaction
 from service.db.repository import ApiKeyRepository
+from service.db.seed import datasheet_entries
 from service.security import Scope
 from service.settings import get_settings
 
@@ -251,6 +254,101 @@ def models_pull(
     target.write_bytes(raw)
     summary = summarize(arch)
     console.print(f"saved {target} ({summary.family}, {summary.parameters_total:,} parameters)")
+
+
+def _datasheet_gpu(gpu: str) -> HardwareSpec:
+    specs = {spec.id: spec for spec in (datasheet_spec(e) for e in datasheet_entries())}
+    if gpu not in specs:
+        console.print(f"[red]unknown GPU {gpu!r}; choose one of {', '.join(sorted(specs))}[/]")
+        raise typer.Exit(code=1)
+    return specs[gpu]
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:,.2f} GiB"
+
+
+@app.command()
+def memory(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
+    tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="pipeline_parallel_size")] = 1,
+    engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
+    engine_version: Annotated[str | None, typer.Option()] = None,
+    max_model_len: Annotated[int | None, typer.Option()] = None,
+    kv_cache_dtype: Annotated[str, typer.Option()] = "auto",
+    gpu_memory_utilization: Annotated[float | None, typer.Option()] = None,
+    enforce_eager: Annotated[bool, typer.Option()] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Print the memory ledger of one GPU, line by line with formulas."""
+    catalog = _catalog()
+    if model not in catalog:
+        console.print(f"[red]{model!r} is not in the catalogue[/]")
+        raise typer.Exit(code=1)
+    deployment = Deployment(
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        engine=engine,
+        engine_version=engine_version,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_cache_dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
+        enforce_eager=enforce_eager,
+    )
+    try:
+        result = plan_memory(catalog.architecture(model), _datasheet_gpu(gpu), deployment)
+    except InvalidDeploymentError as exc:
+        for issue in exc.issues:
+            console.print(f"[red]{issue.field}[/]: {issue.problem}")
+        raise typer.Exit(code=1) from None
+    if as_json:
+        print(json.dumps(asdict(result), indent=2, default=str))
+        return
+    table = Table("line", "per GPU", "formula", title=f"{model} on {gpu} ({result.engine})")
+    for item in result.line_items:
+        table.add_row(item.name, _gib(item.bytes_per_gpu), item.formula)
+    console.print(table)
+    verdict = "[green]fits[/]" if result.fits else "[red]does not fit[/]"
+    console.print(
+        f"{verdict}: KV cache {_gib(result.kv_cache_bytes_per_gpu)}, "
+        f"{result.kv_capacity_tokens:,} tokens, max concurrency {result.max_concurrency:.2f} "
+        f"at {result.max_model_len:,} tokens"
+    )
+    for line in (*result.reasons, *result.warnings):
+        console.print(f"- {line}")
+
+
+@app.command()
+def kv(
+    layers: Annotated[int | None, typer.Option(help="num_layers")] = None,
+    kv_heads: Annotated[int | None, typer.Option(help="num_kv_heads")] = None,
+    head_dim: Annotated[int | None, typer.Option()] = None,
+    bytes_per_element: Annotated[float | None, typer.Option()] = None,
+    model: Annotated[str | None, typer.Option(help="Catalogue id instead of the geometry.")] = None,
+    concurrency: Annotated[int | None, typer.Option()] = None,
+    tokens: Annotated[int | None, typer.Option(help="tokens_per_sequence")] = None,
+    memory_gib: Annotated[float | None, typer.Option(help="KV memory budget in GiB.")] = None,
+) -> None:
+    """KV calculator: give two of --concurrency, --tokens, --memory-gib; get the third."""
+    arch = _catalog().architecture(model) if model else None
+    try:
+        result = kv_budget(
+            num_layers=layers,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            bytes_per_element=bytes_per_element,
+            model=arch,
+            concurrency=concurrency,
+            tokens_per_sequence=tokens,
+            memory_bytes=int(memory_gib * 2**30) if memory_gib is not None else None,
+        )
+    except InvalidDeploymentError as exc:
+        for issue in exc.issues:
+            console.print(f"[red]{issue.field}[/]: {issue.problem}")
+        raise typer.Exit(code=1) from None
+    print(result.formula)
 
 
 def main() -> None:

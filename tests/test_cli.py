@@ -161,3 +161,39 @@ def test_models_pull_reports_network_failure(
     assert result.exit_code == 1
     assert "network unreachable" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_memory_prints_the_ledger() -> None:
+    result = runner.invoke(
+        app,
+        ["memory", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert plan["kv_bytes_per_token_per_gpu"] == 131_072  # 2 · 32 · 8 · 128 · 2 B
+    assert plan["fits"] is True
+    table = runner.invoke(
+        app,
+        ["memory", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"],
+        env={"COLUMNS": "200"},
+    )
+    assert "KV cache pool" in table.output
+
+
+def test_memory_rejects_impossible_parallelism() -> None:
+    result = runner.invoke(
+        app, ["memory", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm", "--tp", "3"]
+    )
+    assert result.exit_code == 1
+    assert "/deployment/tensor_parallel_size" in result.output
+    unknown = runner.invoke(app, ["memory", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "x"])
+    assert unknown.exit_code == 1
+
+
+def test_kv_calculator_reproduces_the_seed() -> None:
+    args = ["kv", "--layers", "32", "--kv-heads", "8", "--head-dim", "128"]
+    result = runner.invoke(
+        app, [*args, "--bytes-per-element", "2", "--concurrency", "4", "--tokens", "4096"]
+    )
+    assert result.exit_code == 0
+    assert "2,147,483,648 B" in result.output  # exactly 2 GiB

@@ -33,6 +33,7 @@ from service.core.errors import (
     PlanningError,
     UnstableQueueError,
 )
+from service.core.memory import InvalidDeploymentError
 
 log = logging.getLogger("servesize.api")
 
@@ -161,16 +162,16 @@ async def _request_validation_error(request: Request, exc: Exception) -> Respons
     )
 
 
-async def _invalid_architecture(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, InvalidArchitectureError)
-    pointer_prefix = getattr(exc, "pointer_prefix", "")
-    errors = [
-        {"location": "body", "pointer": pointer_prefix + i.field, "detail": i.problem}
-        for i in exc.issues
-    ]
-    return problem_response(
-        422, "invalid-architecture", str(exc), instance=_instance(request), errors=errors
+async def _invalid_input(request: Request, exc: Exception) -> Response:
+    """Core errors that carry ``FieldIssue``s: every field at fault, with its pointer."""
+    issues = getattr(exc, "issues", ())
+    slug = (
+        "invalid-architecture"
+        if isinstance(exc, InvalidArchitectureError)
+        else "invalid-deployment"
     )
+    errors = [{"location": "body", "pointer": i.field, "detail": i.problem} for i in issues]
+    return problem_response(422, slug, str(exc), instance=_instance(request), errors=errors)
 
 
 _PLANNING_SLUGS: tuple[tuple[type[PlanningError], str], ...] = (
@@ -218,7 +219,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
-    app.add_exception_handler(InvalidArchitectureError, _invalid_architecture)
+    app.add_exception_handler(InvalidArchitectureError, _invalid_input)
+    app.add_exception_handler(InvalidDeploymentError, _invalid_input)
     app.add_exception_handler(PlanningError, _planning_error)
     app.add_exception_handler(IntegrityError, _integrity_error)
     app.add_exception_handler(StaleDataError, _stale_write)

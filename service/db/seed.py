@@ -12,13 +12,18 @@ from service.core.hardware import datasheet_spec, identity_tokens
 GPUS_JSON = Path(__file__).resolve().parent.parent / "data" / "gpus.json"
 
 
+def datasheet_entries(path: Path = GPUS_JSON) -> list[dict[str, Any]]:
+    """The ``gpus[]`` entries of the reference table, as written."""
+    entries: list[dict[str, Any]] = json.loads(path.read_text())["gpus"]
+    return entries
+
+
 def datasheet_rows(path: Path = GPUS_JSON) -> list[dict[str, Any]]:
     """One ``hardware_profile`` row per ``gpus[]`` entry, units converted by the core."""
-    document = json.loads(path.read_text())
-    retrieved = str(document.get("retrieved", ""))
+    retrieved = str(json.loads(path.read_text()).get("retrieved", ""))
     now = datetime.now(UTC)
     rows: list[dict[str, Any]] = []
-    for entry in document["gpus"]:
+    for entry in datasheet_entries(path):
         spec = datasheet_spec(entry)
         link = spec.interconnect
         unverified = list(entry.get("unverified_fields") or [])
