@@ -13,20 +13,22 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
+from sqlalchemy import insert, text
 
 from service.api.app import create_app
 from service.db import migrate
 from service.db.base import Base
 from service.db.engine import make_engine, make_sessionmaker, transaction
+from service.db.models import HardwareProfile
 from service.db.repository import ApiKeyRepository
+from service.db.seed import datasheet_rows
 from service.security import Scope
 from service.settings import Settings
 from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
 
 BACKENDS = ("sqlite", "postgresql")
-# Rows written by migrations themselves; never truncated between tests.
-MIGRATION_DATA_TABLES = {"instance_secret", "hardware_profile"}
+# Rows the migrations write: the instance secret is kept, datasheet profiles are re-seeded.
+KEPT_TABLES = {"instance_secret"}
 
 
 @pytest.fixture(scope="session")
@@ -67,11 +69,9 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     engine = make_engine(schema.url)
     try:
         with engine.begin() as conn:
-            tables = [
-                t.name for t in Base.metadata.sorted_tables if t.name not in MIGRATION_DATA_TABLES
-            ]
-            if tables:
-                conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+            tables = [t.name for t in Base.metadata.sorted_tables if t.name not in KEPT_TABLES]
+            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+            conn.execute(insert(HardwareProfile), datasheet_rows())
     finally:
         engine.dispose()
 
