@@ -155,3 +155,19 @@ def test_failed_commit_is_an_error_not_a_200(
 
     client.app.include_router(router)  # type: ignore[attr-defined]
     assert_problem(client.post("/v1/duplicate"), 409, "conflict")
+
+
+def test_401_and_403_are_problems(client: TestClient, create_key: Callable[..., str]) -> None:
+    body = assert_problem(client.get("/v1/keys"), 401, "unauthorized")
+    assert "admin" in body["detail"]
+    key = create_key(Scope.MODELS_WRITE)
+    forbidden = client.get("/v1/keys", headers={"Authorization": f"Bearer {key}"})
+    assert assert_problem(forbidden, 403, "forbidden")["required_scope"] == "admin"
+
+
+def test_503_when_the_database_goes_away(make_client: Callable[..., TestClient]) -> None:
+    client = make_client(database_url="postgresql+psycopg://nobody@127.0.0.1:1/none")
+    response = client.get("/v1/hardware/h100-sxm")
+    body = assert_problem(response, 503, "database-unavailable")
+    assert "psycopg" not in body["detail"]
+    assert response.headers["retry-after"] == "5"
