@@ -15,11 +15,13 @@ from rich.console import Console
 from rich.table import Table
 
 from service import __version__
+from service.calibration import load_measured_profile
 from service.catalog import ModelCatalog, UnknownModelError, filename_for
 from service.core.architecture import Architecture, parse_architecture, summarize
 from service.core.errors import InvalidArchitectureError
 from service.core.hardware import HardwareSpec, datasheet_spec
 from service.core.memory import Deployment, InvalidDeploymentError, kv_budget, plan_memory
+from service.core.steptime import build_step_model, closed_loop
 from service.db import migrate
 from service.db.engine import make_engine, make_sessionmaker, transaction
 from service.db.repository import ApiKeyRepository
@@ -349,6 +351,70 @@ def kv(
             console.print(f"[red]{issue.field}[/]: {issue.problem}")
         raise typer.Exit(code=1) from None
     print(result.formula)
+
+
+@app.command()
+def perf(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
+    concurrency: Annotated[int, typer.Option(min=1)] = 1,
+    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
+    engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
+    max_model_len: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Step times and the closed-loop steady state (TTFT, TPOT, throughput)."""
+    catalog = _catalog()
+    if model not in catalog:
+        console.print(f"[red]{model!r} is not in the catalogue[/]")
+        raise typer.Exit(code=1)
+    arch = catalog.architecture(model)
+    hardware = _datasheet_gpu(gpu)
+    deployment = Deployment(tensor_parallel_size=tp, engine=engine, max_model_len=max_model_len)
+    try:
+        plan = plan_memory(arch, hardware, deployment)
+    except InvalidDeploymentError as exc:
+        for issue in exc.issues:
+            console.print(f"[red]{issue.field}[/]: {issue.problem}")
+        raise typer.Exit(code=1) from None
+    if not plan.fits:
+        console.print("[red]does not fit:[/] " + "; ".join(plan.reasons))
+        raise typer.Exit(code=1)
+    res = plan.deployment
+    step_model = build_step_model(
+        arch,
+        hardware,
+        engine=res.engine,
+        tensor_parallel_size=res.tensor_parallel_size,
+        kv_dtype=res.kv_cache.element_dtype,
+        cuda_graphs=not res.enforce_eager,
+        measured=load_measured_profile() if gpu == "h100-sxm" else None,
+    )
+    est = closed_loop(
+        step_model,
+        concurrency=concurrency,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        kv_capacity_tokens=plan.kv_capacity_tokens,
+    )
+    table = Table("metric", "value", title=f"{model} on {gpu}, {concurrency} clients (closed loop)")
+    rows = [
+        (
+            "prefill, one prompt alone",
+            f"{est.prefill_time_s[0] * 1e3:.2f} ms ({est.prefill_bound[0]})",
+        ),
+        ("decode step", f"{est.decode_step_time_s[0] * 1e3:.2f} ms ({est.decode_bound[0]})"),
+        ("TTFT at zero load", f"{est.ttft_zero_load_s[0] * 1e3:.1f} ms"),
+        ("TTFT", f"{est.ttft_s[0] * 1e3:.1f} ms"),
+        ("TPOT", f"{est.tpot_s[0] * 1e3:.2f} ms"),
+        ("output tokens/s", f"{est.throughput_output_tokens_per_s[0]:,.0f}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    for key, source in est.sources.items():
+        console.print(f"  {key}: {source}")
 
 
 def main() -> None:

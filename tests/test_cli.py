@@ -197,3 +197,16 @@ def test_kv_calculator_reproduces_the_seed() -> None:
     )
     assert result.exit_code == 0
     assert "2,147,483,648 B" in result.output  # exactly 2 GiB
+
+
+def test_perf_prints_step_times() -> None:
+    result = runner.invoke(
+        app,
+        ["perf", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm", "--concurrency", "8"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "TPOT" in result.output
+    assert "measured" in result.output  # the shipped H100 kernel tables were used
+    refused = runner.invoke(app, ["perf", "--model", "meta-llama/Llama-3.1-405B", "--gpu", "l4"])
+    assert refused.exit_code == 1

@@ -1,0 +1,141 @@
+"""Accuracy of the step-time and serving models on measured H100 data.
+
+``python -m bench.accuracy`` prints TTFT and TPOT errors (MAPE and median absolute percentage
+error) per engine and per model against ``service/data/h100/e2e_serving.csv``, for four
+variants: the datasheet roofline before calibration, the same with the measured kernel
+tables, the fitted engine constants without the tables, and both (after calibration). It then
+prints the errors of the datasheet defaults on each kernel table and which rows were excluded,
+and why.
+``--fit`` refits the engine constants first and prints them (minutes).
+
+Closed-loop TTFT at concurrency ``C`` is predicted as the steady state of ``C`` clients:
+request overhead + admission wait + the rest of the running step + the wait behind other
+prompts + the request's own prefill steps (see :mod:`service.core.steptime.serving`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+from service.calibration import (
+    CALIBRATION_MODELS,
+    AccuracyReport,
+    ErrorPair,
+    accuracy_report,
+    compile_models,
+    fit_engine_constants,
+    load_measured_profile,
+    load_serving_measurements,
+    reference_gpu,
+    resolve_cases,
+    steady_state_cases,
+)
+from service.catalog import ModelCatalog
+from service.core.architecture import Architecture
+from service.core.steptime import ENGINE_PROFILES, EngineProfile
+
+CATALOGUE = Path(__file__).resolve().parent.parent / "models"
+
+
+def architectures(directory: Path = CATALOGUE) -> dict[str, Architecture]:
+    """Every catalogue model, parsed."""
+    catalog = ModelCatalog(directory)
+    return {model_id: catalog.architecture(model_id) for model_id in catalog.ids()}
+
+
+def report(*, models: tuple[str, ...] | None = None) -> AccuracyReport:
+    """The accuracy report on the packaged H100 data (what the CI guard checks)."""
+    return accuracy_report(
+        load_serving_measurements(),
+        architectures(),
+        reference_gpu("H100 SXM"),
+        load_measured_profile(),
+        models=models,
+    )
+
+
+def _row(label: str, pair: ErrorPair) -> str:
+    ttft, tpot = pair
+    return (
+        f"  {label:<48} {ttft.count:>5}  {ttft.mape:>7.1f} {ttft.median:>7.1f}"
+        f"  {tpot.mape:>7.1f} {tpot.median:>7.1f}"
+    )
+
+
+def _header(title: str) -> None:
+    print(f"\n{title}")
+    print(f"  {'':<48} {'rows':>5}  {'TTFT %':>7} {'median':>7}  {'TPOT %':>7} {'median':>7}")
+
+
+def print_report(result: AccuracyReport) -> None:
+    limited = sum(pair[0].count for key, pair in result.capacity_limited.items() if key == "all")
+    print(
+        f"Serving: {result.predicted_rows} rows predicted ({result.predicted_rows - limited} "
+        f"steady state, {limited} capacity-limited), {len(result.excluded)} excluded"
+    )
+    for variant, groups in result.serving.items():
+        _header(f"[{variant}] per engine")
+        for key, pair in groups.items():
+            if key.startswith("engine") or key == "all":
+                print(_row(key.removeprefix("engine "), pair))
+    _header("[calibrated] per model")
+    for key, pair in result.serving["calibrated"].items():
+        if key.startswith("model"):
+            print(_row(key.removeprefix("model "), pair))
+    if result.capacity_limited:
+        _header("[calibrated] rows whose KV cache cannot hold all C requests (not in the above)")
+        for key, pair in result.capacity_limited.items():
+            print(_row(key, pair))
+    print("\nKernel tables: datasheet roofline defaults vs measured (MAPE / median %)")
+    for name, summary in result.kernels.roofline.items():
+        print(f"  {name:<40} {summary.count:>5}  {summary.mape:>7.1f} {summary.median:>7.1f}")
+    print("GEMM ratio transfer, leave one shape out (MAPE / median %)")
+    for name, summary in result.kernels.transfer.items():
+        print(f"  {name:<40} {summary.count:>5}  {summary.mape:>7.1f} {summary.median:>7.1f}")
+    print("\nExcluded rows")
+    for reason, count in Counter(reason for _, reason in result.excluded).most_common():
+        print(f"  {count:>4}  {reason}")
+
+
+def refit(max_evaluations: int) -> dict[str, EngineProfile]:
+    """Refit each engine's constants on the steady-state rows of the calibration models;
+    print and return them."""
+    archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
+    gpu = reference_gpu("H100 SXM")
+    cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
+    compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
+    cases = steady_state_cases(cases, compiled)
+    fitted = dict(ENGINE_PROFILES)
+    for engine in sorted({c.row.engine for c in cases}):
+        profile, objective = fit_engine_constants(
+            cases, compiled, engine=engine, max_evaluations=max_evaluations
+        )
+        fitted[engine] = profile
+        print(f"{engine}: objective {objective:.4f}  {profile}")
+    return fitted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", action="store_true", help="refit the engine constants first")
+    parser.add_argument("--evaluations", type=int, default=500)
+    args = parser.parse_args()
+    if args.fit:
+        profiles = refit(args.evaluations)
+        print_report(
+            accuracy_report(
+                load_serving_measurements(),
+                architectures(),
+                reference_gpu("H100 SXM"),
+                load_measured_profile(),
+                profiles=profiles,
+            )
+        )
+    else:
+        print_report(report())
+
+
+if __name__ == "__main__":
+    main()

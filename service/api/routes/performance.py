@@ -1,0 +1,110 @@
+"""Step times and closed-loop steady state from the step-time model."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from service.api.deps import ReadAccess, SessionDep
+from service.api.hardware_resolver import resolve_hardware
+from service.api.measured import measured_profile
+from service.api.models_resolver import resolve_model
+from service.api.routes.models import CatalogIndexDep
+from service.core.errors import InsufficientMemoryError
+from service.core.memory import Deployment, plan_memory
+from service.core.steptime import build_step_model, closed_loop
+from service.db.repository import HardwareRepository
+from service.schemas.memory import AppliedDefaultOut
+from service.schemas.performance import (
+    ArithmeticIntensity,
+    PerformanceRequest,
+    PerformanceResponse,
+    PhaseBound,
+)
+
+router = APIRouter(prefix="/v1", tags=["performance"], dependencies=[ReadAccess])
+RECENT_UPLOADS = 20
+
+
+@router.post("/performance", response_model=PerformanceResponse)
+def performance(
+    body: PerformanceRequest, session: SessionDep, index: CatalogIndexDep
+) -> PerformanceResponse:
+    """Prefill and decode step times, zero-load TTFT, and the closed-loop steady state."""
+    model = resolve_model(body.model, catalog=index.catalog, session=session)
+    hardware = resolve_hardware(body.hardware, session=session)
+    deployment = Deployment(**body.deployment.model_dump())
+    memory = plan_memory(model.architecture, hardware, deployment)
+    if not memory.fits:
+        raise InsufficientMemoryError("; ".join(memory.reasons) or "the deployment does not fit")
+    res = memory.deployment
+    measured = None
+    if body.use_measurements and isinstance(body.hardware, str):
+        uploads = [
+            (m.id, m.payload)
+            for m in HardwareRepository(session).measurements(body.hardware, limit=RECENT_UPLOADS)
+        ]
+        measured = measured_profile(body.hardware, uploads)
+    online_fp8 = model.architecture.quantization is None and deployment.quantization == "fp8"
+    step_model = build_step_model(
+        model.architecture,
+        hardware,
+        engine=res.engine,
+        tensor_parallel_size=res.tensor_parallel_size,
+        pipeline_parallel_size=res.pipeline_parallel_size,
+        data_parallel_size=res.data_parallel_size,
+        expert_parallel_size=res.expert_parallel_size,
+        weight_dtype="fp8" if online_fp8 else None,
+        kv_dtype=res.kv_cache.element_dtype,
+        cuda_graphs=not res.enforce_eager,
+        measured=measured,
+        calibrated=body.calibrated,
+    )
+    work = body.workload
+    estimate = closed_loop(
+        step_model,
+        concurrency=work.concurrency,
+        input_tokens=work.input_tokens,
+        output_tokens=work.output_tokens,
+        kv_capacity_tokens=memory.kv_capacity_tokens,
+    )
+    ttft = float(estimate.ttft_s[0])
+    tpot = float(estimate.tpot_s[0])
+    warnings = list(memory.warnings)
+    if float(estimate.resident_sequences[0]) < work.concurrency:
+        warnings.append(
+            f"only {float(estimate.resident_sequences[0]):.1f} of {work.concurrency} requests fit "
+            "in the batch at once (max_num_seqs or KV capacity); the rest wait for admission"
+        )
+    return PerformanceResponse(
+        model=model.id,
+        hardware=hardware.id,
+        engine=res.engine,
+        concurrency=work.concurrency,
+        input_tokens=work.input_tokens,
+        output_tokens=work.output_tokens,
+        prefill_time_s=float(estimate.prefill_time_s[0]),
+        decode_step_time_s=float(estimate.decode_step_time_s[0]),
+        ttft_zero_load_s=float(estimate.ttft_zero_load_s[0]),
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=ttft + tpot * (work.output_tokens - 1),
+        throughput_output_tokens_per_s=float(estimate.throughput_output_tokens_per_s[0]),
+        throughput_requests_per_s=float(estimate.request_rate_per_s[0]),
+        resident_sequences=float(estimate.resident_sequences[0]),
+        admission_wait_s=float(estimate.admission_wait_s[0]),
+        bound=PhaseBound(
+            prefill=str(estimate.prefill_bound[0]), decode=str(estimate.decode_bound[0])
+        ),
+        arithmetic_intensity=ArithmeticIntensity(
+            prefill=float(estimate.prefill_arithmetic_intensity[0]),
+            decode=float(estimate.decode_arithmetic_intensity[0]),
+        ),
+        ridge_point_flops_per_byte=float(step_model.ridge_point_flops_per_byte),
+        kv_capacity_tokens=memory.kv_capacity_tokens,
+        weights_bytes_per_gpu=memory.weights_bytes_per_gpu,
+        sources=dict(estimate.sources),
+        defaults_applied=[
+            AppliedDefaultOut.model_validate(d, from_attributes=True) for d in res.defaults
+        ],
+        warnings=warnings,
+    )

@@ -1,0 +1,101 @@
+"""Fit the handful of per-engine constants on measured serving rows.
+
+Six constants per engine (never per model): CPU time per step, launch time per layer of an
+eager step, per-request overhead, the compute and memory slowdowns of kernels inside a full
+forward pass relative to the isolated tables, and the arrival clumping of closed-loop clients
+(:class:`service.core.steptime.EngineProfile`). Nelder-Mead on their logarithms inside
+physical bounds, minimising ``MAPE(TTFT) + MAPE(TPOT)`` over the engine's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+from scipy.optimize import minimize
+
+from service.calibration.cases import Group, ServingCase
+from service.calibration.evaluation import evaluate_serving
+from service.core.steptime import EngineProfile, StepTimeModel, engine_profile
+
+__all__ = ["FITTED_BOUNDS", "fit_engine_constants"]
+
+_FITTED = (
+    "step_overhead_s",
+    "eager_overhead_per_layer_s",
+    "request_overhead_s",
+    "compute_slowdown",
+    "memory_slowdown",
+    "arrival_clumping",
+)
+FITTED_BOUNDS: dict[str, tuple[float, float]] = {
+    "step_overhead_s": (1e-5, 0.05),
+    "eager_overhead_per_layer_s": (1e-6, 2e-3),
+    "request_overhead_s": (1e-4, 1.0),
+    "compute_slowdown": (0.7, 2.0),
+    "memory_slowdown": (0.7, 2.0),
+    "arrival_clumping": (1e-3, 1.0),
+}
+"""Physical range of each fitted constant."""
+
+
+def _with(profile: EngineProfile, values: np.ndarray) -> EngineProfile:
+    step, eager, request, compute, memory, clumping = (float(v) for v in values)
+    return replace(
+        profile,
+        step_overhead_s=step,
+        eager_overhead_per_layer_s=eager,
+        request_overhead_s=request,
+        compute_slowdown=compute,
+        memory_slowdown=memory,
+        arrival_clumping=clumping,
+        calibrated=True,
+    )
+
+
+def fit_engine_constants(
+    cases: Sequence[ServingCase],
+    models: Mapping[Group, tuple[StepTimeModel, float]],
+    *,
+    engine: str,
+    start: EngineProfile | None = None,
+    max_evaluations: int = 400,
+) -> tuple[EngineProfile, float]:
+    """Fit the constants of ``FITTED_BOUNDS`` for ``engine`` on its cases (module docstring).
+
+    Returns the fitted profile and the objective (a fraction, not percent).
+    """
+    own = [c for c in cases if c.row.engine == engine]
+    if not own:
+        raise ValueError(f"no cases for engine {engine!r}")
+    base = start or engine_profile(engine)
+    ttft = np.array([c.row.ttft_s for c in own])
+    tpot = np.array([c.row.tpot_s for c in own])
+    low = np.log([FITTED_BOUNDS[name][0] for name in _FITTED])
+    high = np.log([FITTED_BOUNDS[name][1] for name in _FITTED])
+    x0 = np.clip(np.log([max(getattr(base, name), 1e-4) for name in _FITTED]), low, high)
+    simplex = np.vstack([x0] + [x0 + 0.5 * np.eye(len(x0))[i] for i in range(len(x0))])
+
+    def objective(logs: np.ndarray) -> float:
+        penalty = float(np.sum(np.maximum(low - logs, 0) + np.maximum(logs - high, 0)))
+        values = np.exp(np.clip(logs, low, high))
+        pred = evaluate_serving(own, models, {engine: _with(base, values)})
+        error = np.mean(np.abs(pred.ttft_s - ttft) / ttft) + np.mean(
+            np.abs(pred.tpot_s - tpot) / tpot
+        )
+        return float(error + 10.0 * penalty)
+
+    result = minimize(
+        objective,
+        x0,
+        method="Nelder-Mead",
+        options={
+            "maxfev": max_evaluations,
+            "xatol": 1e-3,
+            "fatol": 1e-5,
+            "initial_simplex": simplex,
+        },
+    )
+    best = np.exp(np.clip(result.x, low, high))
+    return _with(base, best), float(result.fun)
