@@ -19,12 +19,15 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 from service.calibration import (
     CALIBRATION_MODELS,
     AccuracyReport,
     ErrorPair,
     accuracy_report,
     compile_models,
+    evaluate_serving,
     fit_engine_constants,
     load_measured_profile,
     load_serving_measurements,
@@ -117,12 +120,44 @@ def refit(max_evaluations: int) -> dict[str, EngineProfile]:
     return fitted
 
 
+def holdout(max_evaluations: int) -> None:
+    """Leave one model out: fit each engine's constants on its other calibration models and
+    print the errors on the model left out (out-of-sample, unlike the in-sample report)."""
+    archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
+    gpu = reference_gpu("H100 SXM")
+    cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
+    compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
+    cases = steady_state_cases(cases, compiled)
+    print(f"\n{'engine':<8} {'held-out model':<36} {'rows':>5}  {'TTFT %':>7}  {'TPOT %':>7}")
+    for engine in sorted({c.row.engine for c in cases}):
+        own = [c for c in cases if c.row.engine == engine]
+        for model in sorted({c.row.model for c in own}):
+            train = [c for c in own if c.row.model != model]
+            test = [c for c in own if c.row.model == model]
+            if not train:
+                continue
+            profile, _ = fit_engine_constants(
+                train, compiled, engine=engine, max_evaluations=max_evaluations
+            )
+            pred = evaluate_serving(test, compiled, {engine: profile})
+            ttft = np.array([c.row.ttft_s for c in test])
+            tpot = np.array([c.row.tpot_s for c in test])
+            ttft_mape = 100 * float(np.mean(np.abs(pred.ttft_s - ttft) / ttft))
+            tpot_mape = 100 * float(np.mean(np.abs(pred.tpot_s - tpot) / tpot))
+            print(f"{engine:<8} {model:<36} {len(test):>5}  {ttft_mape:>7.1f}  {tpot_mape:>7.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="refit the engine constants first")
     parser.add_argument("--evaluations", type=int, default=500)
+    parser.add_argument(
+        "--holdout", action="store_true", help="leave-one-model-out errors of the fit (minutes)"
+    )
     args = parser.parse_args()
-    if args.fit:
+    if args.holdout:
+        holdout(args.evaluations)
+    elif args.fit:
         profiles = refit(args.evaluations)
         print_report(
             accuracy_report(

@@ -1,0 +1,64 @@
+"""Tier B: an iteration-level simulator of LLM serving engines (modeling.md §3).
+
+One engine replica is stepped batch by batch with vLLM v1 scheduling semantics (token budget,
+running requests first, chunked prefill, ``max_num_seqs``, KV-block admission, preemption by
+recompute), or Sarathi-style stall-free batching, or without chunking. Replicas sit behind a
+router; prefill/decode disaggregation adds a KV transfer between two pools. Step durations come
+from any vectorised :class:`StepTimeModel`. The run returns a :class:`SimulationResult` of numpy
+arrays whose :meth:`~SimulationResult.summary` gives TTFT, TPOT, ITL, E2E, throughput, goodput,
+failures and a stability verdict, following modeling.md §4.
+
+============================  ===================================================================
+``simulate``                  one pool of identical replicas, open or closed loop
+``simulate_disaggregated``    prefill pool + KV transfer + decode pool
+``EngineConfig``              budget, ``max_num_seqs``, KV blocks, policy, watermark, admission
+``ClientOverheads``           preprocessing, output processing, network RTT (client-side latency)
+``KVTransfer``                ``latency + bytes / bandwidth`` per request
+``StepTimeModel``             the step-time protocol; ``ConstantStepTime``, ``LinearStepTime``
+``SimulationResult``          per-request / per-step arrays, percentiles, summary, time series
+``SLO``                       targets for goodput and attainment
+============================  ===================================================================
+"""
+
+from service.core.simulation.config import (
+    ClientOverheads,
+    EngineConfig,
+    KVTransfer,
+    Routing,
+    SchedulingPolicy,
+)
+from service.core.simulation.metrics import (
+    SLO,
+    LatencyStats,
+    percentile,
+    weighted_percentile,
+)
+from service.core.simulation.result import (
+    RequestStatus,
+    SimulationResult,
+    SimulationSummary,
+    TimeSeries,
+)
+from service.core.simulation.simulate import simulate, simulate_disaggregated
+from service.core.simulation.steptime import ConstantStepTime, LinearStepTime, StepTimeModel
+
+__all__ = [
+    "SLO",
+    "ClientOverheads",
+    "ConstantStepTime",
+    "EngineConfig",
+    "KVTransfer",
+    "LatencyStats",
+    "LinearStepTime",
+    "RequestStatus",
+    "Routing",
+    "SchedulingPolicy",
+    "SimulationResult",
+    "SimulationSummary",
+    "StepTimeModel",
+    "TimeSeries",
+    "percentile",
+    "simulate",
+    "simulate_disaggregated",
+    "weighted_percentile",
+]
