@@ -1,0 +1,133 @@
+"""Analytic queueing (Tier A, generic): answers in microseconds from closed forms."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body
+
+from service.api.deps import ReadAccess
+from service.core.queueing import ModelValidity, ggc, littles_law, mg1, mmc
+from service.schemas.queueing import (
+    LittlesLawIn,
+    QueueIn,
+    QueueingRequest,
+    QueueingResponse,
+    ValidityOut,
+)
+
+router = APIRouter(prefix="/v1", tags=["queueing"], dependencies=[ReadAccess])
+
+EXAMPLES = {
+    "littles_law": {
+        "summary": "The seed's example: 10 req/s × 2 s",
+        "value": {"model": "littles_law", "arrival_rate_per_s": 10, "residence_time_s": 2},
+    },
+    "mmc": {
+        "summary": "M/M/10 at 8 Erlangs",
+        "value": {"model": "mmc", "arrival_rate_per_s": 8, "service_time_s": 1, "servers": 10},
+    },
+    "mg1": {
+        "summary": "M/D/1 at 80 % load",
+        "value": {"model": "mg1", "arrival_rate_per_s": 0.8, "service_time_s": 1, "service_scv": 0},
+    },
+}
+
+
+def _validity(v: ModelValidity) -> ValidityOut:
+    return ValidityOut(
+        model=v.model,
+        method=v.method,
+        exact=v.exact,
+        percentiles=v.percentiles,
+        assumptions=list(v.assumptions),
+        caveats=list(v.caveats),
+    )
+
+
+def _key(p: float) -> str:
+    return f"p{round(p * 100, 3):g}"
+
+
+def _queue(body: QueueIn) -> QueueingResponse:
+    if body.model == "mmc":
+        r = mmc(
+            arrival_rate_per_s=body.arrival_rate_per_s,
+            service_time_s=body.service_time_s,
+            servers=body.servers,
+        )
+        return QueueingResponse(
+            model="mmc",
+            arrival_rate_per_s=r.arrival_rate_per_s,
+            utilization=r.utilization,
+            stable=r.stable,
+            saturation_rate_per_s=r.saturation_rate_per_s,
+            wait_probability=r.wait_probability,
+            mean_wait_s=r.mean_wait_s,
+            mean_response_s=r.mean_response_s,
+            mean_queue_length=r.mean_queue_length,
+            mean_in_system=r.mean_in_system,
+            wait_percentiles_s={_key(p): r.wait_percentile_s(p) for p in body.percentiles},
+            response_percentiles_s={_key(p): r.response_percentile_s(p) for p in body.percentiles},
+            validity=_validity(r.validity),
+        )
+    if body.model == "mg1":
+        g = mg1(
+            arrival_rate_per_s=body.arrival_rate_per_s,
+            service_time_s=body.service_time_s,
+            service_scv=body.service_scv,
+        )
+        return QueueingResponse(
+            model="mg1",
+            arrival_rate_per_s=g.arrival_rate_per_s,
+            utilization=g.utilization,
+            stable=g.stable,
+            saturation_rate_per_s=g.saturation_rate_per_s,
+            wait_probability=g.wait_probability,
+            mean_wait_s=g.mean_wait_s,
+            mean_response_s=g.mean_response_s,
+            mean_queue_length=g.mean_queue_length,
+            mean_in_system=g.mean_in_system,
+            wait_percentiles_s={_key(p): g.wait_percentile_s(p) for p in body.percentiles},
+            validity=_validity(g.validity),
+        )
+    a = ggc(
+        arrival_rate_per_s=body.arrival_rate_per_s,
+        service_time_s=body.service_time_s,
+        servers=body.servers,
+        arrival_scv=body.arrival_scv,
+        service_scv=body.service_scv,
+    )
+    return QueueingResponse(
+        model="ggc",
+        arrival_rate_per_s=a.arrival_rate_per_s,
+        utilization=a.utilization,
+        stable=a.stable,
+        saturation_rate_per_s=a.saturation_rate_per_s,
+        mean_wait_s=a.mean_wait_s,
+        mean_response_s=a.mean_wait_s + a.service_time_s,
+        validity=_validity(a.validity),
+    )
+
+
+@router.post("/queueing", response_model=QueueingResponse)
+def queueing(
+    body: Annotated[QueueingRequest, Body(openapi_examples=EXAMPLES)],
+) -> QueueingResponse:
+    """Little's law in any direction, M/M/c (Erlang C), M/G/1 (Pollaczek–Khinchine) and
+    G/G/c (Kingman, Allen–Cunneen); an unstable queue (utilisation ≥ 1) is a 422."""
+    if isinstance(body, LittlesLawIn):
+        r = littles_law(
+            arrival_rate_per_s=body.arrival_rate_per_s,
+            residence_time_s=body.residence_time_s,
+            in_flight=body.in_flight,
+        )
+        return QueueingResponse(
+            model="littles_law",
+            arrival_rate_per_s=r.arrival_rate_per_s,
+            residence_time_s=r.residence_time_s,
+            in_flight=r.in_flight,
+            solved_for=r.solved_for,
+            validity=_validity(r.validity),
+        )
+    return _queue(body)

@@ -1,0 +1,85 @@
+"""Analytic queueing schemas (Tier A, generic): Little's law, M/M/c, M/G/1, G/G/c."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from service.schemas.base import RequestModel, ResponseModel
+
+Percentile = Annotated[float, Field(gt=0, lt=1)]
+
+
+class LittlesLawIn(RequestModel):
+    """Give two of the three; the third is computed (``L = λ·W``)."""
+
+    model: Literal["littles_law"]
+    arrival_rate_per_s: float | None = Field(default=None, ge=0, examples=[10.0])
+    residence_time_s: float | None = Field(default=None, ge=0, examples=[2.0])
+    in_flight: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _two_of_three(self) -> LittlesLawIn:
+        given = [self.arrival_rate_per_s, self.residence_time_s, self.in_flight]
+        if sum(v is not None for v in given) != 2:
+            raise ValueError(
+                "give exactly two of arrival_rate_per_s, residence_time_s and in_flight"
+            )
+        return self
+
+
+class QueueIn(RequestModel):
+    """A queue with ``servers`` identical servers fed by one arrival stream.
+
+    ``mmc``: Poisson arrivals, exponential service (exact). ``mg1``: Poisson arrivals, general
+    service with squared coefficient of variation ``service_scv`` (exact means). ``ggc``: general
+    arrivals and service (Kingman / Allen–Cunneen approximations of the mean wait).
+    """
+
+    model: Literal["mmc", "mg1", "ggc"]
+    arrival_rate_per_s: float = Field(gt=0, le=1e9, examples=[8.0])
+    service_time_s: float = Field(gt=0, le=1e6, examples=[1.0])
+    servers: int = Field(default=1, ge=1, le=100_000, examples=[10])
+    service_scv: float = Field(default=1.0, ge=0, le=1e4)
+    arrival_scv: float = Field(default=1.0, ge=0, le=1e4)
+    percentiles: list[Percentile] = Field(default=[0.5, 0.9, 0.95, 0.99], max_length=20)
+
+    @model_validator(mode="after")
+    def _single_server_mg1(self) -> QueueIn:
+        if self.model == "mg1" and self.servers != 1:
+            raise ValueError("mg1 has one server; use ggc for several")
+        return self
+
+
+QueueingRequest = Annotated[LittlesLawIn | QueueIn, Field(discriminator="model")]
+
+
+class ValidityOut(ResponseModel):
+    model: str
+    method: str
+    exact: bool
+    percentiles: str
+    assumptions: list[str]
+    caveats: list[str]
+
+
+class QueueingResponse(ResponseModel):
+    """Means in seconds; percentiles keyed ``p50``, ``p95``, ... where the model gives them."""
+
+    model: str
+    arrival_rate_per_s: float
+    residence_time_s: float | None = None
+    in_flight: float | None = None
+    solved_for: str | None = None
+    utilization: float | None = None
+    stable: bool | None = None
+    saturation_rate_per_s: float | None = None
+    wait_probability: float | None = None
+    mean_wait_s: float | None = None
+    mean_response_s: float | None = None
+    mean_queue_length: float | None = None
+    mean_in_system: float | None = None
+    wait_percentiles_s: dict[str, float] = Field(default_factory=dict)
+    response_percentiles_s: dict[str, float] = Field(default_factory=dict)
+    validity: ValidityOut

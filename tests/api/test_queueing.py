@@ -1,0 +1,70 @@
+"""/v1/queueing against closed forms worked by hand and published tables."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+
+def ask(client: TestClient, **body: Any) -> Any:
+    return client.post("/v1/queueing", json=body)
+
+
+def test_littles_law_the_seeds_example(client: TestClient) -> None:
+    # 10 requests/s × 2 s residence = 20 in flight.
+    body = ask(client, model="littles_law", arrival_rate_per_s=10, residence_time_s=2).json()
+    assert body["in_flight"] == pytest.approx(20)
+    assert body["solved_for"] == "in_flight"
+    back = ask(client, model="littles_law", in_flight=20, residence_time_s=2).json()
+    assert back["arrival_rate_per_s"] == pytest.approx(10)
+
+
+def test_littles_law_needs_two_of_three(client: TestClient) -> None:
+    response = ask(client, model="littles_law", arrival_rate_per_s=10)
+    assert response.status_code == 422
+
+
+def test_mm1_closed_forms(client: TestClient) -> None:
+    # λ = 0.7, μ = 1: P(wait) = ρ = 0.7, Wq = ρ/(μ − λ) = 7/3 s, response ~ Exp(0.3):
+    # p95 = ln(20)/0.3 s.
+    body = ask(client, model="mmc", arrival_rate_per_s=0.7, service_time_s=1.0).json()
+    assert body["wait_probability"] == pytest.approx(0.7)
+    assert body["mean_wait_s"] == pytest.approx(7 / 3)
+    assert body["response_percentiles_s"]["p95"] == pytest.approx(math.log(20) / 0.3)
+
+
+def test_erlang_c_published_table(client: TestClient) -> None:
+    # c = 10 servers, a = 8 Erlangs: P(wait) = 0.4092 in standard Erlang C tables.
+    body = ask(client, model="mmc", arrival_rate_per_s=8, service_time_s=1, servers=10).json()
+    assert body["wait_probability"] == pytest.approx(0.4092, abs=5e-5)
+    assert body["utilization"] == pytest.approx(0.8)
+
+
+def test_md1_pollaczek_khinchine(client: TestClient) -> None:
+    # M/D/1 at ρ = 0.8, S = 1 s: Wq = ρ·S/(2(1 − ρ)) = 2 s.
+    body = ask(client, model="mg1", arrival_rate_per_s=0.8, service_time_s=1, service_scv=0).json()
+    assert body["mean_wait_s"] == pytest.approx(2.0)
+
+
+def test_kingman_reduces_to_mm1(client: TestClient) -> None:
+    body = ask(client, model="ggc", arrival_rate_per_s=0.7, service_time_s=1.0).json()
+    assert body["mean_wait_s"] == pytest.approx(7 / 3)
+    assert body["validity"]["exact"] is False
+
+
+def test_unstable_queue_is_a_422(client: TestClient) -> None:
+    response = ask(client, model="mmc", arrival_rate_per_s=2, service_time_s=1)
+    assert response.status_code == 422
+    assert response.json()["type"].endswith("unstable-queue")
+
+
+def test_bad_inputs_point_at_the_field(client: TestClient) -> None:
+    response = ask(client, model="mg1", arrival_rate_per_s=-1, service_time_s=1, servers=2)
+    assert response.status_code == 422
+    pointers = {e["pointer"] for e in response.json()["errors"]}
+    assert any(p.endswith("arrival_rate_per_s") for p in pointers)
+    unknown = ask(client, model="m/m/inf", arrival_rate_per_s=1, service_time_s=1)
+    assert unknown.status_code == 422
