@@ -7,7 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Body
 
 from service.api.deps import ReadAccess
-from service.core.queueing import ModelValidity, ggc, littles_law, mg1, mmc
+from service.core.queueing import (
+    GGcResult,
+    MG1Result,
+    MMcResult,
+    ModelValidity,
+    ggc,
+    littles_law,
+    mg1,
+    mmc,
+)
 from service.schemas.queueing import (
     LittlesLawIn,
     QueueIn,
@@ -50,64 +59,49 @@ def _key(p: float) -> str:
 
 
 def _queue(body: QueueIn) -> QueueingResponse:
+    result: MMcResult | MG1Result | GGcResult
     if body.model == "mmc":
-        r = mmc(
+        result = mmc(
             arrival_rate_per_s=body.arrival_rate_per_s,
             service_time_s=body.service_time_s,
             servers=body.servers,
         )
-        return QueueingResponse(
-            model="mmc",
-            arrival_rate_per_s=r.arrival_rate_per_s,
-            utilization=r.utilization,
-            stable=r.stable,
-            saturation_rate_per_s=r.saturation_rate_per_s,
-            wait_probability=r.wait_probability,
-            mean_wait_s=r.mean_wait_s,
-            mean_response_s=r.mean_response_s,
-            mean_queue_length=r.mean_queue_length,
-            mean_in_system=r.mean_in_system,
-            wait_percentiles_s={_key(p): r.wait_percentile_s(p) for p in body.percentiles},
-            response_percentiles_s={_key(p): r.response_percentile_s(p) for p in body.percentiles},
-            validity=_validity(r.validity),
-        )
-    if body.model == "mg1":
-        g = mg1(
+    elif body.model == "mg1":
+        result = mg1(
             arrival_rate_per_s=body.arrival_rate_per_s,
             service_time_s=body.service_time_s,
             service_scv=body.service_scv,
         )
-        return QueueingResponse(
-            model="mg1",
-            arrival_rate_per_s=g.arrival_rate_per_s,
-            utilization=g.utilization,
-            stable=g.stable,
-            saturation_rate_per_s=g.saturation_rate_per_s,
-            wait_probability=g.wait_probability,
-            mean_wait_s=g.mean_wait_s,
-            mean_response_s=g.mean_response_s,
-            mean_queue_length=g.mean_queue_length,
-            mean_in_system=g.mean_in_system,
-            wait_percentiles_s={_key(p): g.wait_percentile_s(p) for p in body.percentiles},
-            validity=_validity(g.validity),
+    else:
+        result = ggc(
+            arrival_rate_per_s=body.arrival_rate_per_s,
+            service_time_s=body.service_time_s,
+            servers=body.servers,
+            arrival_scv=body.arrival_scv,
+            service_scv=body.service_scv,
         )
-    a = ggc(
-        arrival_rate_per_s=body.arrival_rate_per_s,
-        service_time_s=body.service_time_s,
-        servers=body.servers,
-        arrival_scv=body.arrival_scv,
-        service_scv=body.service_scv,
+    response = QueueingResponse(
+        model=body.model,
+        arrival_rate_per_s=result.arrival_rate_per_s,
+        utilization=result.utilization,
+        stable=result.stable,
+        saturation_rate_per_s=result.saturation_rate_per_s,
+        mean_wait_s=result.mean_wait_s,
+        mean_response_s=result.mean_wait_s + result.service_time_s,
+        validity=_validity(result.validity),
     )
-    return QueueingResponse(
-        model="ggc",
-        arrival_rate_per_s=a.arrival_rate_per_s,
-        utilization=a.utilization,
-        stable=a.stable,
-        saturation_rate_per_s=a.saturation_rate_per_s,
-        mean_wait_s=a.mean_wait_s,
-        mean_response_s=a.mean_wait_s + a.service_time_s,
-        validity=_validity(a.validity),
-    )
+    if isinstance(result, MMcResult | MG1Result):
+        response.wait_probability = result.wait_probability
+        response.mean_queue_length = result.mean_queue_length
+        response.mean_in_system = result.mean_in_system
+        response.wait_percentiles_s = {
+            _key(p): result.wait_percentile_s(p) for p in body.percentiles
+        }
+    if isinstance(result, MMcResult):
+        response.response_percentiles_s = {
+            _key(p): result.response_percentile_s(p) for p in body.percentiles
+        }
+    return response
 
 
 @router.post("/queueing", response_model=QueueingResponse)
