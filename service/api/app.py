@@ -14,16 +14,7 @@ from service.api.logs import configure_logging
 from service.api.metrics import HttpMetrics
 from service.api.middleware import BodyGuardMiddleware, RequestContextMiddleware
 from service.api.ratelimit import RateLimiter
-from service.api.routes import (
-    hardware,
-    health,
-    keys,
-    memory,
-    models,
-    performance,
-    simulate,
-    queueing,
-)
+from service.api.routes import hardware, health, keys, memory, models, performance, queueing
 from service.api.routes.models import CatalogIndex
 from service.catalog import ModelCatalog
 from service.db.engine import make_engine, make_sessionmaker
