@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from service.schemas.base import RequestModel, ResponseModel
+from service.schemas.memory import DeploymentIn, HardwareRef
+from service.schemas.models import ModelRef
 
 Percentile = Annotated[float, Field(gt=0, lt=1)]
 
@@ -52,7 +54,23 @@ class QueueIn(RequestModel):
         return self
 
 
-QueueingRequest = Annotated[LittlesLawIn | QueueIn, Field(discriminator="model")]
+class ContinuousBatchingIn(RequestModel):
+    """Model mode: Poisson arrivals at ``arrival_rate_per_s`` of fixed-length requests to one
+    engine replica, solved as the mean-field step-time fixed point (saturation rate, resident
+    batch, TPOT, prefill wait, TTFT mean and percentiles). ``llm`` names the model."""
+
+    model: Literal["continuous_batching"]
+    llm: ModelRef = Field(examples=["meta-llama/Llama-3.1-8B"])
+    hardware: HardwareRef = Field(examples=["h100-sxm"])
+    deployment: DeploymentIn = Field(default_factory=DeploymentIn)
+    arrival_rate_per_s: float = Field(gt=0, le=1e6, examples=[5.0])
+    input_tokens: int = Field(default=1024, ge=1, le=2**24)
+    output_tokens: int = Field(default=256, ge=1, le=2**24)
+
+
+QueueingRequest = Annotated[
+    LittlesLawIn | QueueIn | ContinuousBatchingIn, Field(discriminator="model")
+]
 
 
 class ValidityOut(ResponseModel):
@@ -82,4 +100,9 @@ class QueueingResponse(ResponseModel):
     mean_in_system: float | None = None
     wait_percentiles_s: dict[str, float] = Field(default_factory=dict)
     response_percentiles_s: dict[str, float] = Field(default_factory=dict)
+    ttft_s: dict[str, float] = Field(default_factory=dict)
+    """Model mode: TTFT ``mean``, ``p50``, ``p95``, ``p99`` (includes the request overhead)."""
+    tpot_s: float | None = None
+    e2e_mean_s: float | None = None
+    throughput_output_tokens_per_s: float | None = None
     validity: ValidityOut

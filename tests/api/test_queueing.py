@@ -68,3 +68,40 @@ def test_bad_inputs_point_at_the_field(client: TestClient) -> None:
     assert any(p.endswith("arrival_rate_per_s") for p in pointers)
     unknown = ask(client, model="m/m/inf", arrival_rate_per_s=1, service_time_s=1)
     assert unknown.status_code == 422
+
+
+def engine_mode(client: TestClient, rate: float, **extra: Any) -> Any:
+    body = {
+        "model": "continuous_batching",
+        "llm": "meta-llama/Llama-3.1-8B",
+        "hardware": "h100-sxm",
+        "arrival_rate_per_s": rate,
+        "input_tokens": 1024,
+        "output_tokens": 128,
+    }
+    return ask(client, **(body | extra))
+
+
+def test_model_mode_answers_with_saturation_and_latency(client: TestClient) -> None:
+    light = engine_mode(client, 0.01).json()
+    loaded = engine_mode(client, 0.8 * light["saturation_rate_per_s"]).json()
+    assert light["utilization"] < 0.01
+    assert loaded["utilization"] == pytest.approx(0.8)
+    assert loaded["ttft_s"]["mean"] > light["ttft_s"]["mean"]
+    assert loaded["tpot_s"] > light["tpot_s"]
+    # Little's law: 0.8·λ_sat requests/s, each in flight for about its E2E latency.
+    assert loaded["mean_in_system"] > light["mean_in_system"]
+    assert loaded["validity"]["exact"] is False
+
+
+def test_model_mode_over_saturation_is_unstable(client: TestClient) -> None:
+    saturation = engine_mode(client, 0.01).json()["saturation_rate_per_s"]
+    response = engine_mode(client, 1.5 * saturation)
+    assert response.status_code == 422
+    assert response.json()["type"].endswith("unstable-queue")
+
+
+def test_model_mode_inline_config_errors_point_at_llm(client: TestClient) -> None:
+    response = engine_mode(client, 1.0, llm={"hf_config": {"model_type": "llama"}})
+    assert response.status_code == 422
+    assert "/llm/hf_config/hidden_size" in {e["pointer"] for e in response.json()["errors"]}

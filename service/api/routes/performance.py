@@ -5,14 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.deps import ReadAccess, SessionDep
-from service.api.hardware_resolver import resolve_hardware
-from service.api.measured import measured_profile
-from service.api.models_resolver import resolve_model
+from service.api.engine_model import engine_model
 from service.api.routes.models import CatalogIndexDep
-from service.core.errors import InsufficientMemoryError
-from service.core.memory import Deployment, plan_memory
-from service.core.steptime import build_step_model, closed_loop
-from service.db.repository import HardwareRepository
+from service.core.steptime import closed_loop
 from service.schemas.memory import AppliedDefaultOut
 from service.schemas.performance import (
     ArithmeticIntensity,
@@ -22,7 +17,6 @@ from service.schemas.performance import (
 )
 
 router = APIRouter(prefix="/v1", tags=["performance"], dependencies=[ReadAccess])
-RECENT_UPLOADS = 20
 
 
 @router.post("/performance", response_model=PerformanceResponse)
@@ -30,35 +24,22 @@ def performance(
     body: PerformanceRequest, session: SessionDep, index: CatalogIndexDep
 ) -> PerformanceResponse:
     """Prefill and decode step times, zero-load TTFT, and the closed-loop steady state."""
-    model = resolve_model(body.model, catalog=index.catalog, session=session)
-    hardware = resolve_hardware(body.hardware, session=session)
-    deployment = Deployment(**body.deployment.model_dump())
-    memory = plan_memory(model.architecture, hardware, deployment)
-    if not memory.fits:
-        raise InsufficientMemoryError("; ".join(memory.reasons) or "the deployment does not fit")
-    res = memory.deployment
-    measured = None
-    if body.use_measurements and isinstance(body.hardware, str):
-        uploads = [
-            (m.id, m.payload)
-            for m in HardwareRepository(session).measurements(body.hardware, limit=RECENT_UPLOADS)
-        ]
-        measured = measured_profile(body.hardware, uploads)
-    online_fp8 = model.architecture.quantization is None and deployment.quantization == "fp8"
-    step_model = build_step_model(
-        model.architecture,
-        hardware,
-        engine=res.engine,
-        tensor_parallel_size=res.tensor_parallel_size,
-        pipeline_parallel_size=res.pipeline_parallel_size,
-        data_parallel_size=res.data_parallel_size,
-        expert_parallel_size=res.expert_parallel_size,
-        weight_dtype="fp8" if online_fp8 else None,
-        kv_dtype=res.kv_cache.element_dtype,
-        cuda_graphs=not res.enforce_eager,
-        measured=measured,
+    built = engine_model(
+        model_ref=body.model,
+        hardware_ref=body.hardware,
+        deployment_in=body.deployment,
+        catalog=index.catalog,
+        session=session,
+        use_measurements=body.use_measurements,
         calibrated=body.calibrated,
     )
+    model, hardware, memory, step_model = (
+        built.model,
+        built.hardware,
+        built.memory,
+        built.step_model,
+    )
+    res = memory.deployment
     work = body.workload
     estimate = closed_loop(
         step_model,

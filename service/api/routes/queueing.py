@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body
+from sqlalchemy.orm import Session
 
-from service.api.deps import ReadAccess
+from service.api.deps import ReadAccess, SessionDep
+from service.api.engine_model import engine_model
+from service.api.routes.models import CatalogIndex, CatalogIndexDep
 from service.core.queueing import (
     GGcResult,
     MG1Result,
@@ -17,7 +20,9 @@ from service.core.queueing import (
     mg1,
     mmc,
 )
+from service.core.steptime import open_loop
 from service.schemas.queueing import (
+    ContinuousBatchingIn,
     LittlesLawIn,
     QueueIn,
     QueueingRequest,
@@ -35,6 +40,17 @@ EXAMPLES = {
     "mmc": {
         "summary": "M/M/10 at 8 Erlangs",
         "value": {"model": "mmc", "arrival_rate_per_s": 8, "service_time_s": 1, "servers": 10},
+    },
+    "continuous_batching": {
+        "summary": "Llama-3.1-8B on an H100 at 5 requests/s",
+        "value": {
+            "model": "continuous_batching",
+            "llm": "meta-llama/Llama-3.1-8B",
+            "hardware": "h100-sxm",
+            "arrival_rate_per_s": 5,
+            "input_tokens": 1024,
+            "output_tokens": 256,
+        },
     },
     "mg1": {
         "summary": "M/D/1 at 80 % load",
@@ -104,12 +120,65 @@ def _queue(body: QueueIn) -> QueueingResponse:
     return response
 
 
+def _continuous_batching(
+    body: ContinuousBatchingIn, session: Session, index: CatalogIndex
+) -> QueueingResponse:
+    built = engine_model(
+        model_ref=body.llm,
+        hardware_ref=body.hardware,
+        deployment_in=body.deployment,
+        catalog=index.catalog,
+        session=session,
+        model_pointer="/llm",
+    )
+    r = open_loop(
+        built.step_model,
+        arrival_rate_per_s=body.arrival_rate_per_s,
+        input_tokens=body.input_tokens,
+        output_tokens=body.output_tokens,
+        kv_capacity_tokens=built.memory.kv_capacity_tokens,
+    )
+    caveats = [] if r.utilization <= 0.9 else ["utilisation above 0.9: simulate to decide"]
+    return QueueingResponse(
+        model="continuous_batching",
+        arrival_rate_per_s=r.arrival_rate_per_s,
+        utilization=r.utilization,
+        stable=True,
+        saturation_rate_per_s=r.saturation_rate_per_s,
+        wait_probability=r.prefill_utilization,
+        mean_wait_s=r.prefill_wait_mean_s,
+        mean_in_system=r.resident_sequences,
+        ttft_s={
+            "mean": r.ttft_mean_s,
+            "p50": r.ttft_p50_s,
+            "p95": r.ttft_p95_s,
+            "p99": r.ttft_p99_s,
+        },
+        tpot_s=r.tpot_s,
+        e2e_mean_s=r.e2e_mean_s,
+        throughput_output_tokens_per_s=r.throughput_output_tokens_per_s,
+        validity=ValidityOut(
+            model="continuous batching (mean-field step-time fixed point)",
+            method="X(L) = L/(N·τ̄) solved for L at the arrival rate; M/D/1 prefill queue",
+            exact=False,
+            percentiles="approximate",
+            assumptions=list(r.assumptions),
+            caveats=caveats,
+        ),
+    )
+
+
 @router.post("/queueing", response_model=QueueingResponse)
 def queueing(
     body: Annotated[QueueingRequest, Body(openapi_examples=EXAMPLES)],
+    session: SessionDep,
+    index: CatalogIndexDep,
 ) -> QueueingResponse:
-    """Little's law in any direction, M/M/c (Erlang C), M/G/1 (Pollaczek–Khinchine) and
-    G/G/c (Kingman, Allen–Cunneen); an unstable queue (utilisation ≥ 1) is a 422."""
+    """Little's law in any direction, M/M/c (Erlang C), M/G/1 (Pollaczek–Khinchine), G/G/c
+    (Kingman, Allen–Cunneen), and the model mode ``continuous_batching`` (an engine replica
+    under Poisson arrivals, from the step-time model). An unstable queue is a 422."""
+    if isinstance(body, ContinuousBatchingIn):
+        return _continuous_batching(body, session, index)
     if isinstance(body, LittlesLawIn):
         r = littles_law(
             arrival_rate_per_s=body.arrival_rate_per_s,

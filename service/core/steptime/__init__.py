@@ -41,6 +41,7 @@ from service.core.steptime.model import (
     build_step_model,
     checkpoint_weight_dtypes,
 )
+from service.core.steptime.openloop import OpenLoopEstimate, open_loop
 from service.core.steptime.operators import (
     AttentionOp,
     GemmOp,
@@ -81,6 +82,7 @@ __all__ = [
     "MeasuredProfile",
     "MoeOp",
     "MoeTable",
+    "OpenLoopEstimate",
     "OperatorInventory",
     "ServingEstimate",
     "StepTime",
@@ -95,6 +97,7 @@ __all__ = [
     "engine_profile",
     "expected_experts_touched",
     "max_throughput",
+    "open_loop",
     "operator_inventory",
     "point_to_point_time_s",
     "prefill_time_s",

@@ -1,0 +1,184 @@
+"""Open-loop steady state (Tier A "model mode"): Poisson arrivals at a rate, not clients.
+
+The mean-field model of :mod:`service.core.steptime.serving` is reused with the concurrency
+replaced by the arrival rate ``λ`` (the fixed point of the modeling guide's §2.8):
+
+- ``X(L) = L / (N(L)·τ̄(L))`` is the completion rate with ``L`` resident sequences, each
+  living ``N`` steps of mean length ``τ̄``; it grows with ``L`` up to the residency cap
+  ``L_cap`` (``max_num_seqs`` or the KV cache), so the **saturation rate** is
+  ``λ_sat = X(L_cap)``;
+- for ``λ < λ_sat`` the steady state solves ``X(L) = λ`` (Little's law, ``L = λ·N·τ̄``), found
+  on successively finer grids of ``L`` (vectorised); at ``λ ≥ λ_sat`` the queue grows without bound
+  (:class:`~service.core.errors.UnstableQueueError`);
+- ``TPOT = τ̄``; ``TTFT = Z + min(L, 1)·R + W_q + S`` with the request overhead ``Z``, the
+  residual of the running step ``R = E[τ²]/(2E[τ])`` (met only while the engine is busy),
+  the wait behind other prompts ``W_q`` (M/D/1 on the
+  prefill share of each step, Poisson arrivals: no clumping) and the request's own prefill
+  ``S``.
+
+Percentiles of TTFT: only ``W_q`` is random here. With the prefill utilisation ``ρ``, a request
+waits with probability ``ρ`` and then for an exponential time of mean ``W_q/ρ`` (the tail that
+is exact for M/M/1 and matched to the P-K mean otherwise), so
+``TTFT_q = Z + R + S + (W_q/ρ)·ln(ρ/(1 − q))`` when ``1 − q < ρ``, else ``Z + R + S``.
+Validity: mean-field (fixed lengths, steady state), accurate below about 90 % of ``λ_sat``;
+the simulator (Tier B) decides beyond that.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.core.errors import UnstableQueueError
+from service.core.steptime.model import StepTimeModel
+from service.core.steptime.serving import (
+    _budget,
+    _prefill_queue_s,
+    _steady_steps,
+    _Steps,
+    resident_capacity,
+)
+
+__all__ = ["OpenLoopEstimate", "open_loop"]
+
+GRID_POINTS = 64
+REFINEMENTS = 3
+"""Three geometric grids of 64 points pin ``L`` to about 1e-6 of the residency cap."""
+QUEUE_ITERATIONS = 6
+ASSUMPTIONS = (
+    "Poisson arrivals, fixed input and output lengths, steady state (mean-field)",
+    "TTFT percentiles: only the wait behind other prompts is random (exponential tail, "
+    "P(wait) = prefill utilisation)",
+    "accurate below about 90 % of the saturation rate; the simulator decides beyond it",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenLoopEstimate:
+    """Steady state at one arrival rate."""
+
+    arrival_rate_per_s: float
+    saturation_rate_per_s: float
+    utilization: float
+    """``λ / λ_sat``."""
+    resident_sequences: float
+    mean_step_s: float
+    tpot_s: float
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+    ttft_p99_s: float
+    prefill_wait_mean_s: float
+    prefill_utilization: float
+    e2e_mean_s: float
+    throughput_output_tokens_per_s: float
+    assumptions: tuple[str, ...] = ASSUMPTIONS
+
+
+@dataclass(frozen=True, slots=True)
+class _Points:
+    """The steady state at each of several resident counts (arrays of one shape)."""
+
+    resident: np.ndarray
+    rate_per_s: np.ndarray
+    state: _Steps
+    queue_s: np.ndarray
+    prefill_utilization: np.ndarray
+
+
+def _points(model: StepTimeModel, resident: np.ndarray, p: float, n: float) -> _Points:
+    """Completion rate and step structure for each resident count (Poisson arrivals)."""
+    budget, _ = _budget(model)
+    pp = float(model.inventory.pipeline_parallel_size)
+    pa, na = np.full_like(resident, p), np.full_like(resident, n)
+    ctx = pa + na / 2
+    queue = np.zeros_like(resident)
+    state = _steady_steps(model, resident, pa, na, ctx, budget, pp, queue)
+    for _ in range(QUEUE_ITERATIONS):
+        rate = resident / (state.steps * state.mean_step_s)
+        queue = _prefill_queue_s(state, rate, resident, 0.0)
+        state = _steady_steps(model, resident, pa, na, ctx, budget, pp, queue)
+    rate = resident / (state.steps * state.mean_step_s)
+    rho = rate * state.own_prefill_s / state.parallel_prefills
+    return _Points(
+        resident=resident,
+        rate_per_s=rate,
+        state=state,
+        queue_s=_prefill_queue_s(state, rate, resident, 0.0),
+        prefill_utilization=np.minimum(rho, 1.0),
+    )
+
+
+def _ttft_quantile(base_s: float, wait_s: float, rho: float, q: float) -> float:
+    if rho <= 0 or wait_s <= 0 or 1 - q >= rho:
+        return base_s
+    return base_s + (wait_s / rho) * math.log(rho / (1 - q))
+
+
+def open_loop(
+    model: StepTimeModel,
+    *,
+    arrival_rate_per_s: float,
+    input_tokens: int,
+    output_tokens: int,
+    kv_capacity_tokens: int | None = None,
+) -> OpenLoopEstimate:
+    """Steady state of Poisson arrivals at ``arrival_rate_per_s`` (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        For a non-positive rate or lengths.
+    UnstableQueueError
+        When the rate reaches the saturation rate.
+    """
+    if not (math.isfinite(arrival_rate_per_s) and arrival_rate_per_s > 0):
+        raise ValueError(f"arrival_rate_per_s must be > 0, got {arrival_rate_per_s!r}")
+    if input_tokens < 1 or output_tokens < 1:
+        raise ValueError("input_tokens and output_tokens must be >= 1")
+    p, n = float(input_tokens), float(output_tokens)
+    cap = float(
+        resident_capacity(
+            model, input_tokens=p, output_tokens=n, kv_capacity_tokens=kv_capacity_tokens
+        )[0]
+    )
+    saturation = float(_points(model, np.array([cap]), p, n).rate_per_s[0])
+    if arrival_rate_per_s >= saturation:
+        raise UnstableQueueError(arrival_rate_per_s / saturation)
+    # Bracket X(L) = λ on a geometric grid, then refine once inside the bracket.
+    low, high = 1e-6, cap
+    for _ in range(REFINEMENTS):
+        grid = np.geomspace(low, high, GRID_POINTS)
+        rates = _points(model, grid, p, n).rate_per_s
+        above = int(np.searchsorted(np.maximum.accumulate(rates), arrival_rate_per_s))
+        low, high = grid[max(above - 1, 0)], grid[min(above, GRID_POINTS - 1)]
+    point = _points(model, np.array([0.5 * (low + high)]), p, n)
+    state = point.state
+    queue_s = float(point.queue_s[0])
+    rho = float(point.prefill_utilization[0])
+    z = model.engine.request_overhead_s
+    resident = float(point.resident[0])
+    # A request finds a step running only while the engine is busy: with fewer than one
+    # resident sequence on average that is a fraction ``L`` of the time.
+    base = z + min(resident, 1.0) * float(state.residual_s[0]) + float(state.own_prefill_s[0])
+    ttft_mean = base + queue_s
+    tpot = float(state.mean_step_s[0]) if output_tokens > 1 else 0.0
+    quantiles = {q: _ttft_quantile(base, queue_s, rho, q) for q in (0.5, 0.95, 0.99)}
+    return OpenLoopEstimate(
+        arrival_rate_per_s=arrival_rate_per_s,
+        saturation_rate_per_s=saturation,
+        utilization=arrival_rate_per_s / saturation,
+        resident_sequences=resident,
+        mean_step_s=float(state.mean_step_s[0]),
+        tpot_s=tpot,
+        ttft_mean_s=ttft_mean,
+        ttft_p50_s=quantiles[0.5],
+        ttft_p95_s=quantiles[0.95],
+        ttft_p99_s=quantiles[0.99],
+        prefill_wait_mean_s=queue_s,
+        prefill_utilization=rho,
+        e2e_mean_s=ttft_mean + tpot * (output_tokens - 1),
+        throughput_output_tokens_per_s=arrival_rate_per_s * output_tokens,
+    )

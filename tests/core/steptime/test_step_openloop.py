@@ -1,0 +1,94 @@
+"""Open-loop steady state (Tier A model mode): limits, monotonicity, stability."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from service.core.architecture import parse_architecture
+from service.core.errors import UnstableQueueError
+from service.core.hardware import datasheet_spec
+from service.core.steptime import StepTimeModel, build_step_model, open_loop, zero_load_ttft_s
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@cache
+def llama_on_h100() -> StepTimeModel:
+    config = json.loads((ROOT / "models" / "meta-llama--Llama-3.1-8B.json").read_text())
+    gpus = json.loads((ROOT / "service" / "data" / "gpus.json").read_text())["gpus"]
+    h100 = datasheet_spec(next(g for g in gpus if g["name"] == "H100 SXM"))
+    return build_step_model(parse_architecture(config, name="llama-8b"), h100, engine="vllm")
+
+
+def test_light_load_ttft_is_the_zero_load_ttft() -> None:
+    light = open_loop(
+        llama_on_h100(), arrival_rate_per_s=1e-3, input_tokens=1024, output_tokens=128
+    )
+    zero = float(zero_load_ttft_s(llama_on_h100(), [1024])[0])
+    assert light.ttft_mean_s == pytest.approx(zero, rel=0.01)
+    assert light.resident_sequences < 0.01
+
+
+def test_latency_rises_with_load() -> None:
+    rates = [0.5, 2.0, 5.0, 10.0]
+    results = [
+        open_loop(llama_on_h100(), arrival_rate_per_s=r, input_tokens=1024, output_tokens=128)
+        for r in rates
+    ]
+    ttft = [r.ttft_mean_s for r in results]
+    tpot = [r.tpot_s for r in results]
+    resident = [r.resident_sequences for r in results]
+    assert ttft == sorted(ttft)
+    assert tpot == sorted(tpot)
+    assert resident == sorted(resident)
+
+
+def test_littles_law_holds_inside_the_engine() -> None:
+    result = open_loop(
+        llama_on_h100(), arrival_rate_per_s=5.0, input_tokens=1024, output_tokens=128
+    )
+    # L = λ·W: a request spends (E2E − request overhead) in the engine, about.
+    overhead = llama_on_h100().engine.request_overhead_s
+    in_engine = result.e2e_mean_s - overhead
+    assert result.resident_sequences == pytest.approx(5.0 * in_engine, rel=0.15)
+
+
+def test_saturation_is_a_clear_refusal() -> None:
+    first = open_loop(llama_on_h100(), arrival_rate_per_s=1.0, input_tokens=1024, output_tokens=128)
+    saturation = first.saturation_rate_per_s
+    near = open_loop(
+        llama_on_h100(),
+        arrival_rate_per_s=0.99 * saturation,
+        input_tokens=1024,
+        output_tokens=128,
+    )
+    assert near.utilization == pytest.approx(0.99)
+    with pytest.raises(UnstableQueueError):
+        open_loop(
+            llama_on_h100(),
+            arrival_rate_per_s=1.01 * saturation,
+            input_tokens=1024,
+            output_tokens=128,
+        )
+
+
+def test_percentiles_are_ordered() -> None:
+    light = open_loop(llama_on_h100(), arrival_rate_per_s=0.1, input_tokens=4096, output_tokens=64)
+    result = open_loop(
+        llama_on_h100(),
+        arrival_rate_per_s=0.8 * light.saturation_rate_per_s,
+        input_tokens=4096,
+        output_tokens=64,
+    )
+    assert result.prefill_utilization > 0.05  # long prompts: the prefill queue matters
+    assert result.ttft_p50_s <= result.ttft_p95_s <= result.ttft_p99_s
+
+
+@pytest.mark.parametrize(("rate", "tokens"), [(0.0, 10), (-1.0, 10), (float("nan"), 10), (1.0, 0)])
+def test_bad_inputs(rate: float, tokens: int) -> None:
+    with pytest.raises(ValueError, match=r"arrival_rate_per_s|tokens"):
+        open_loop(llama_on_h100(), arrival_rate_per_s=rate, input_tokens=tokens, output_tokens=8)
