@@ -14,7 +14,16 @@ from service.api.logs import configure_logging
 from service.api.metrics import HttpMetrics
 from service.api.middleware import BodyGuardMiddleware, RequestContextMiddleware
 from service.api.ratelimit import RateLimiter
-from service.api.routes import hardware, health, keys, memory, models, performance, queueing
+from service.api.routes import (
+    hardware,
+    health,
+    keys,
+    memory,
+    models,
+    performance,
+    queueing,
+    simulate,
+)
 from service.api.routes.models import CatalogIndex
 from service.catalog import ModelCatalog
 from service.db.engine import make_engine, make_sessionmaker
@@ -73,7 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     # Each router carries its full "/v1/..." prefix so route templates stay exact in metrics.
-    for module in (keys, models, hardware, memory, performance, queueing):
+    for module in (keys, models, hardware, memory, performance, queueing, simulate):
         app.include_router(module.router)
 
     limiter = (

@@ -1,0 +1,225 @@
+"""/v1/simulate: small runs of Llama-3.1-8B on an H100 with invariants checkable by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api.routes.simulate import latency_out
+from service.core.simulation import LatencyStats
+
+MODEL = "meta-llama/Llama-3.1-8B"
+
+
+def sim(client: TestClient, **body: Any) -> Any:
+    payload = {"model": MODEL, "hardware": "h100-sxm"} | body
+    return client.post("/v1/simulate", json=payload)
+
+
+def open_loop(rate_per_s: float, num_requests: int = 200, **traffic: Any) -> dict[str, Any]:
+    return {
+        "mode": "open_loop",
+        "arrival": {"process": "poisson", "rate_per_s": rate_per_s},
+        "input_tokens": 512,
+        "output_tokens": 64,
+        "num_requests": num_requests,
+        "warmup_requests": 20,
+        "seed": 3,
+    } | traffic
+
+
+def test_open_loop_run_accounts_for_every_measured_request(client: TestClient) -> None:
+    response = sim(client, traffic=open_loop(4.0), slo={"ttft_s": 1.0, "tpot_s": 0.1})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["stable"], body["stability_reason"]
+    assert body["measured"] == 200 - 20
+    assert body["completed"] + body["timed_out"] + body["rejected"] == body["measured"]
+    assert body["failed"] == body["timed_out"] + body["rejected"]
+    assert body["completed"] == body["measured"]  # no timeout, no admission limit
+    for name in ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queueing_delay_s"):
+        stats = body[name]
+        assert stats["infinite"] == []
+        assert 0 < stats["p50"] <= stats["p90"] <= stats["p95"] <= stats["p99"], name
+    # E2E = TTFT + 63 TPOT request by request, so also on average.
+    assert body["e2e_s"]["mean"] == pytest.approx(
+        body["ttft_s"]["mean"] + 63 * body["tpot_s"]["mean"], rel=1e-9
+    )
+    # A stable open loop serves what it is offered: about 4 requests and 256 tokens per second.
+    assert body["throughput_requests_per_s"] == pytest.approx(body["offered_rate_per_s"], rel=0.1)
+    assert body["throughput_output_tokens_per_s"] == pytest.approx(
+        64 * body["throughput_requests_per_s"], rel=0.1
+    )
+    # Goodput: good measured requests per second of window; attainment: their share.
+    assert 0 < body["slo_attainment"] <= 1
+    span_s = body["window_end_s"] - body["window_start_s"]
+    assert body["goodput_requests_per_s"] == pytest.approx(
+        body["slo_attainment"] * body["measured"] / span_s
+    )
+    little = body["littles_law"]
+    assert little["mean_in_system"] == pytest.approx(little["throughput_times_residence"], rel=0.02)
+    assert 0 < body["peak_kv_utilization"] < 1
+    assert body["preemptions"] == 0
+    series = body["time_series"]
+    assert 2 <= len(series["time_s"]) <= 200
+    assert len(series["queue_length"]) == len(series["kv_utilization"]) == len(series["time_s"])
+    assert max(series["kv_utilization"]) <= body["peak_kv_utilization"] + 1e-12
+    assert body["engine_config"]["max_num_batched_tokens"] == 8192
+    assert not any("closed loop" in w for w in body["warnings"])
+
+
+def test_a_lone_request_sees_the_zero_load_ttft(client: TestClient) -> None:
+    # One request every 100 s: each finds the engine idle, so TTFT is the request overhead plus
+    # one 512-token prefill step — what /v1/performance reports as the zero-load TTFT.
+    perf = client.post(
+        "/v1/performance",
+        json={
+            "model": MODEL,
+            "hardware": "h100-sxm",
+            "workload": {"concurrency": 1, "input_tokens": 512, "output_tokens": 64},
+        },
+    ).json()
+    body = sim(
+        client,
+        traffic=open_loop(0.01, num_requests=5, warmup_requests=0, arrival={"process": "constant"}),
+    ).json()
+    assert body["ttft_s"]["p50"] == pytest.approx(perf["ttft_zero_load_s"], rel=1e-6)
+    assert body["ttft_s"]["p99"] == pytest.approx(perf["ttft_zero_load_s"], rel=1e-6)
+    assert body["queueing_delay_s"]["p99"] == 0
+    # Alone, every decode step runs one sequence: TPOT is about a batch-1 decode step.
+    assert body["tpot_s"]["mean"] == pytest.approx(perf["decode_step_time_s"], rel=0.1)
+
+
+def test_latency_rises_with_load(client: TestClient) -> None:
+    light = sim(client, traffic=open_loop(2.0)).json()
+    heavy = sim(client, traffic=open_loop(10.0, num_requests=400)).json()
+    assert heavy["stable"], heavy["stability_reason"]
+    assert heavy["ttft_s"]["mean"] > light["ttft_s"]["mean"]
+    assert heavy["tpot_s"]["mean"] > light["tpot_s"]["mean"]
+    assert heavy["e2e_s"]["p95"] > light["e2e_s"]["p95"]
+
+
+def test_same_seed_same_response(client: TestClient) -> None:
+    traffic = open_loop(
+        8.0,
+        input_tokens={"kind": "uniform", "low_tokens": 100, "high_tokens": 900},
+        output_tokens={"kind": "lognormal", "mean_tokens": 64.0, "cv": 0.5, "max_tokens": 256},
+        arrival={"process": "gamma", "rate_per_s": 8.0, "cv": 2.0},
+    )
+    first = sim(client, traffic=traffic, replicas=2, routing="random")
+    second = sim(client, traffic=traffic, replicas=2, routing="random")
+    assert first.status_code == 200, first.text
+    assert first.json() == second.json()
+    other = sim(client, traffic=traffic | {"seed": 4}, replicas=2, routing="random")
+    assert other.json() != first.json()
+
+
+def test_closed_loop_warns_that_it_lowers_offered_load(client: TestClient) -> None:
+    traffic = {
+        "mode": "closed_loop",
+        "concurrency": 8,
+        "input_tokens": {"kind": "normal", "mean_tokens": 512.0, "std_tokens": 64.0},
+        "output_tokens": 64,
+        "num_requests": 160,
+        "warmup_requests": 16,
+    }
+    response = sim(client, traffic=traffic)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert any("closed loop" in w for w in body["warnings"])
+    assert body["completed"] == body["measured"] == 144
+    # Response-time law with no think time: X = N / R (8 clients, each always waiting).
+    x, r = body["throughput_requests_per_s"], body["e2e_s"]["mean"] - body["request_overhead_s"]
+    assert x == pytest.approx(8 / (r + body["request_overhead_s"]), rel=0.15)
+
+
+def test_timeouts_are_counted_and_the_response_stays_json(client: TestClient) -> None:
+    response = sim(client, traffic=open_loop(30.0, timeout_s=0.2))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["timed_out"] > 0
+    assert body["completed"] + body["timed_out"] + body["rejected"] == body["measured"]
+    assert body["failed"] == body["timed_out"] + body["rejected"]
+
+
+def test_infinite_statistics_render_as_null_and_are_named() -> None:
+    # Two of 100 requests failed (+inf): p99 and the mean are infinite, p50..p95 finite.
+    values = np.concatenate((np.linspace(0.1, 0.2, 98), [np.inf, np.inf]))
+    out = latency_out(LatencyStats.of(values))
+    assert out.infinite == ["mean", "p99"]
+    assert out.mean is None
+    assert out.p99 is None
+    assert out.p50 == pytest.approx(float(values[49:51].mean()))  # h = 99 · 0.5 = 49.5
+    assert out.count == 100
+    empty = latency_out(LatencyStats.of(np.zeros(0)))
+    assert empty.infinite == []
+    assert empty.p50 is None
+
+
+def test_overload_withholds_percentiles(client: TestClient) -> None:
+    body = sim(client, traffic=open_loop(2000.0, num_requests=400, output_tokens=256)).json()
+    assert body["stable"] is False
+    assert body["stability_reason"]
+    assert body["ttft_s"] is None
+    assert body["e2e_s"] is None
+    assert any("unstable" in w for w in body["warnings"])
+
+
+def test_too_many_requests_is_refused(client: TestClient) -> None:
+    response = sim(client, traffic=open_loop(1.0, num_requests=50_001))
+    assert response.status_code == 422
+    errors = response.json()["errors"]
+    assert [e["pointer"] for e in errors] == ["/traffic/num_requests"]
+    assert "50000" in errors[0]["detail"]
+
+
+def test_too_much_work_is_refused(client: TestClient) -> None:
+    response = sim(client, traffic=open_loop(1.0, num_requests=50_000, input_tokens=8192))
+    assert response.status_code == 422
+    problem = response.json()
+    assert problem["type"].endswith("simulation-too-large")
+    assert [e["pointer"] for e in problem["errors"]] == ["/traffic/num_requests"]
+
+
+@pytest.mark.parametrize(
+    ("length", "pointer"),
+    [
+        ({"kind": "uniform", "low_tokens": 900, "high_tokens": 100}, "/traffic/input_tokens"),
+        ({"kind": "normal", "mean_tokens": 512.0, "std_tokens": -1.0}, "/traffic/input_tokens"),
+        ({"kind": "lognormal", "mean_tokens": 512.0}, "/traffic/input_tokens"),
+        ({"kind": "zipf", "tokens": 5}, "/traffic/input_tokens"),
+        (0, "/traffic/input_tokens"),
+    ],
+)
+def test_invalid_distributions_point_at_the_field(
+    client: TestClient, length: Any, pointer: str
+) -> None:
+    response = sim(client, traffic=open_loop(1.0, input_tokens=length))
+    assert response.status_code == 422
+    pointers = [e["pointer"] for e in response.json()["errors"]]
+    assert pointers
+    assert all(p.startswith(pointer) for p in pointers), pointers
+
+
+def test_requests_longer_than_the_context_are_refused(client: TestClient) -> None:
+    response = sim(
+        client,
+        deployment={"max_model_len": 1024},
+        traffic=open_loop(1.0, input_tokens=1000, output_tokens=100),
+    )
+    assert response.status_code == 422
+    problem = response.json()
+    assert problem["type"].endswith("request-too-long")
+    assert {e["pointer"] for e in problem["errors"]} == {
+        "/traffic/input_tokens",
+        "/traffic/output_tokens",
+    }
+
+
+def test_warmup_must_leave_requests_to_measure(client: TestClient) -> None:
+    response = sim(client, traffic=open_loop(1.0, num_requests=10, warmup_requests=10))
+    assert response.status_code == 422
+    assert [e["pointer"] for e in response.json()["errors"]] == ["/traffic"]
