@@ -1,0 +1,121 @@
+"""Simulator speed and Tier A vs Tier B agreement.
+
+``python -m bench.simulate`` prints:
+
+1. simulated requests per wall-second for 20,000 Poisson requests at 70 % of the saturation
+   rate, with a closed-form linear step time (the simulator alone) and with the step-time model
+   of Llama-3.1-8B on an H100 (the simulator as ``/v1/simulate`` runs it), measured in one run;
+2. Tier A (the open-loop mean-field fixed point) against Tier B (the simulator) over a grid of
+   loads: mean and p95 TTFT, mean TPOT, and their ratio.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from service.calibration import load_measured_profile, reference_gpu
+from service.catalog import ModelCatalog
+from service.core.memory import Deployment, plan_memory
+from service.core.simulation import ClientOverheads, EngineConfig, LinearStepTime, simulate
+from service.core.simulation.adapters import steptime_adapter
+from service.core.steptime import StepTimeModel, build_step_model, open_loop
+from service.core.traffic import FixedLength, OpenLoopWorkload, open_loop_workload
+
+CATALOGUE = Path(__file__).resolve().parent.parent / "models"
+INPUT_TOKENS, OUTPUT_TOKENS = 1024, 128
+
+
+def _engine() -> tuple[EngineConfig, StepTimeModel, int]:
+    arch = ModelCatalog(CATALOGUE).architecture("meta-llama/Llama-3.1-8B")
+    gpu = reference_gpu("H100 SXM")
+    plan = plan_memory(arch, gpu, Deployment(max_model_len=8192))
+    res = plan.deployment
+    model = build_step_model(arch, gpu, engine="vllm", measured=load_measured_profile())
+    assert res.max_num_seqs is not None
+    engine = EngineConfig(
+        max_num_batched_tokens=res.max_num_batched_tokens,
+        max_num_seqs=res.max_num_seqs,
+        block_size_tokens=plan.kv_block_size,
+        num_kv_blocks=plan.kv_blocks,
+    )
+    return engine, model, plan.kv_capacity_tokens
+
+
+def _workload(n: int, rate: float, seed: int) -> OpenLoopWorkload:
+    return open_loop_workload(
+        num_requests=n,
+        rate_per_s=rate,
+        input_tokens=FixedLength(INPUT_TOKENS),
+        output_tokens=FixedLength(OUTPUT_TOKENS),
+        rng=np.random.default_rng(seed),
+        warmup_requests=n // 10,
+    )
+
+
+def speed() -> None:
+    engine, model, kv_tokens = _engine()
+    tier_a = open_loop(
+        model,
+        arrival_rate_per_s=1.0,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        kv_capacity_tokens=kv_tokens,
+    )
+    rate = 0.7 * tier_a.saturation_rate_per_s
+    n = 20_000
+    linear = LinearStepTime(base_s=0.004, per_token_s=2.5e-5, per_context_token_s=1e-9)
+    for label, step_time in (
+        ("linear step time (simulator alone)", linear),
+        ("Llama-3.1-8B on H100 step-time model", steptime_adapter(model)),
+    ):
+        workload = _workload(n, rate, seed=1)
+        started = time.perf_counter()
+        simulate(workload, engine, step_time)
+        wall = time.perf_counter() - started
+        print(f"{label:<42} {n:>6} requests at {rate:6.2f}/s: {n / wall:8.0f} requests/s")
+
+
+def agreement() -> None:
+    engine, model, kv_tokens = _engine()
+    adapter = steptime_adapter(model)
+    overhead = ClientOverheads(preprocess_s=model.engine.request_overhead_s)
+    saturation = open_loop(
+        model,
+        arrival_rate_per_s=1.0,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        kv_capacity_tokens=kv_tokens,
+    ).saturation_rate_per_s
+    print(f"\nTier A saturation rate: {saturation:.2f} requests/s")
+    print(
+        f"{'load':>5} {'rate/s':>7}  {'TTFT mean A/B (ms)':>20}  {'TTFT p95 A/B (ms)':>19}"
+        f"  {'TPOT A/B (ms)':>15}"
+    )
+    for load in (0.1, 0.3, 0.5, 0.7, 0.85):
+        rate = load * saturation
+        a = open_loop(
+            model,
+            arrival_rate_per_s=rate,
+            input_tokens=INPUT_TOKENS,
+            output_tokens=OUTPUT_TOKENS,
+            kv_capacity_tokens=kv_tokens,
+        )
+        result = simulate(_workload(3000, rate, seed=7), engine, adapter, overheads=overhead)
+        b = result.summary()
+        print(
+            f"{load:>5.2f} {rate:>7.2f}  {a.ttft_mean_s * 1e3:>9.1f}/{b.ttft_s.mean * 1e3:<9.1f}"
+            f"  {a.ttft_p95_s * 1e3:>8.1f}/{b.ttft_s.p95 * 1e3:<9.1f}"
+            f"  {a.tpot_s * 1e3:>6.2f}/{b.tpot_s.mean * 1e3:<7.2f}"
+        )
+
+
+def main() -> None:
+    speed()
+    agreement()
+
+
+if __name__ == "__main__":
+    main()
