@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +22,18 @@ from service.core.architecture import Architecture, parse_architecture, summariz
 from service.core.errors import InvalidArchitectureError
 from service.core.hardware import HardwareSpec, datasheet_spec
 from service.core.memory import Deployment, InvalidDeploymentError, kv_budget, plan_memory
+from service.core.simulation import ClientOverheads, EngineConfig
+from service.core.simulation import simulate as run_simulation
+from service.core.simulation.adapters import steptime_adapter
 from service.core.steptime import build_step_model, closed_loop
+from service.core.traffic import (
+    CLOSED_LOOP_WARNING,
+    ClosedLoopWorkload,
+    FixedLength,
+    OpenLoopWorkload,
+    closed_loop_workload,
+    open_loop_workload,
+)
 from service.db import migrate
 from service.db.engine import make_engine, make_sessionmaker, transaction
 from service.db.repository import ApiKeyRepository
@@ -415,6 +427,103 @@ def perf(
     console.print(table)
     for key, source in est.sources.items():
         console.print(f"  {key}: {source}")
+
+
+@app.command()
+def simulate(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
+    rate: Annotated[
+        float | None, typer.Option(help="Open loop: Poisson arrivals per second.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Closed loop: concurrent clients.")
+    ] = None,
+    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    num_requests: Annotated[int, typer.Option(min=10, max=50_000)] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+    tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
+    max_model_len: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Simulate one engine replica request by request (continuous batching, paged KV)."""
+    if (rate is None) == (concurrency is None):
+        console.print("[red]give exactly one of --rate (open loop) or --concurrency (closed)[/]")
+        raise typer.Exit(code=1)
+    catalog = _catalog()
+    if model not in catalog:
+        console.print(f"[red]{model!r} is not in the catalogue[/]")
+        raise typer.Exit(code=1)
+    arch = catalog.architecture(model)
+    hardware = _datasheet_gpu(gpu)
+    plan = plan_memory(
+        arch, hardware, Deployment(tensor_parallel_size=tp, max_model_len=max_model_len)
+    )
+    if not plan.fits:
+        console.print("[red]does not fit:[/] " + "; ".join(plan.reasons))
+        raise typer.Exit(code=1)
+    res = plan.deployment
+    step_model = build_step_model(
+        arch,
+        hardware,
+        engine=res.engine,
+        tensor_parallel_size=res.tensor_parallel_size,
+        kv_dtype=res.kv_cache.element_dtype,
+        measured=load_measured_profile() if gpu == "h100-sxm" else None,
+    )
+    engine = EngineConfig(
+        max_num_batched_tokens=res.max_num_batched_tokens,
+        max_num_seqs=res.max_num_seqs or plan.kv_blocks,
+        block_size_tokens=plan.kv_block_size,
+        num_kv_blocks=plan.kv_blocks,
+    )
+    rng = np.random.default_rng(seed)
+    prompt, output = FixedLength(input_tokens), FixedLength(output_tokens)
+    warmup = num_requests // 10
+    workload: OpenLoopWorkload | ClosedLoopWorkload
+    if rate is not None:
+        workload = open_loop_workload(
+            num_requests=num_requests,
+            rate_per_s=rate,
+            input_tokens=prompt,
+            output_tokens=output,
+            rng=rng,
+            warmup_requests=warmup,
+        )
+    else:
+        assert concurrency is not None
+        workload = closed_loop_workload(
+            clients=concurrency,
+            num_requests=num_requests,
+            input_tokens=prompt,
+            output_tokens=output,
+            rng=rng,
+            warmup_requests=warmup,
+        )
+        console.print(f"[yellow]{CLOSED_LOOP_WARNING}[/]")
+    overheads = ClientOverheads(preprocess_s=step_model.engine.request_overhead_s)
+    with console.status(f"simulating {num_requests:,} requests ..."):
+        summary = run_simulation(
+            workload, engine, steptime_adapter(step_model), overheads=overheads
+        ).summary()
+    table = Table("metric", "mean", "p50", "p95", "p99", title=f"{model} on {gpu}")
+    for name, stats in (
+        ("TTFT", summary.ttft_s),
+        ("TPOT", summary.tpot_s),
+        ("ITL", summary.itl_s),
+        ("E2E", summary.e2e_s),
+    ):
+        table.add_row(
+            name, *(f"{getattr(stats, q) * 1e3:,.1f} ms" for q in ("mean", "p50", "p95", "p99"))
+        )
+    console.print(table)
+    verdict = "stable" if summary.stable else f"UNSTABLE ({summary.stability_reason})"
+    console.print(
+        f"{summary.throughput_requests_per_s:.2f} requests/s, "
+        f"{summary.throughput_output_tokens_per_s:,.0f} output tokens/s; completed "
+        f"{summary.completed}/{summary.measured}, timed out {summary.timed_out}, rejected "
+        f"{summary.rejected}, preemptions {summary.preemptions}; {verdict}"
+    )
 
 
 def main() -> None:

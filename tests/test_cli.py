@@ -210,3 +210,17 @@ def test_perf_prints_step_times() -> None:
     assert "measured" in result.output  # the shipped H100 kernel tables were used
     refused = runner.invoke(app, ["perf", "--model", "meta-llama/Llama-3.1-405B", "--gpu", "l4"])
     assert refused.exit_code == 1
+
+
+def test_simulate_open_and_closed_loop() -> None:
+    base = ["simulate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"]
+    small = ["--num-requests", "200", "--input-tokens", "256", "--output-tokens", "32"]
+    opened = runner.invoke(app, [*base, *small, "--rate", "4"], env={"COLUMNS": "200"})
+    assert opened.exit_code == 0, opened.output
+    assert "TTFT" in opened.output
+    assert "completed 180/180" in opened.output  # 200 requests, the first 10 % are warm-up
+    closed = runner.invoke(app, [*base, *small, "--concurrency", "8"], env={"COLUMNS": "200"})
+    assert closed.exit_code == 0, closed.output
+    assert "closed loop" in closed.output.lower()
+    both = runner.invoke(app, [*base, "--rate", "1", "--concurrency", "2"])
+    assert both.exit_code == 1
