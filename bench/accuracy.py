@@ -35,6 +35,7 @@ from service.calibration import (
     resolve_cases,
     steady_state_cases,
 )
+from service.calibration.simulated import simulate_cases
 from service.catalog import ModelCatalog
 from service.core.architecture import Architecture
 from service.core.steptime import ENGINE_PROFILES, EngineProfile
@@ -147,6 +148,32 @@ def holdout(max_evaluations: int) -> None:
             print(f"{engine:<8} {model:<36} {len(test):>5}  {ttft_mape:>7.1f}  {tpot_mape:>7.1f}")
 
 
+def simulated() -> None:
+    """TTFT and TPOT of every steady-state calibration row predicted through the simulator,
+    next to the steady-state estimate on the same rows."""
+    archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
+    gpu = reference_gpu("H100 SXM")
+    cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
+    compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
+    cases = steady_state_cases(cases, compiled)
+    steady = evaluate_serving(cases, compiled)
+    sim_ttft, sim_tpot = simulate_cases(cases, compiled)
+    ttft = np.array([c.row.ttft_s for c in cases])
+    tpot = np.array([c.row.tpot_s for c in cases])
+    print(f"\n{'engine':<8} {'rows':>5}  {'TTFT % steady/sim':>18}  {'TPOT % steady/sim':>18}")
+    for engine in sorted({c.row.engine for c in cases}):
+        mask = np.array([c.row.engine == engine for c in cases])
+
+        def mape(pred: np.ndarray, true: np.ndarray, mask: np.ndarray = mask) -> float:
+            return 100 * float(np.mean(np.abs(pred[mask] - true[mask]) / true[mask]))
+
+        print(
+            f"{engine:<8} {int(mask.sum()):>5}  {mape(steady.ttft_s, ttft):>8.1f}/"
+            f"{mape(sim_ttft, ttft):<9.1f}  {mape(steady.tpot_s, tpot):>8.1f}/"
+            f"{mape(sim_tpot, tpot):<9.1f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="refit the engine constants first")
@@ -154,8 +181,13 @@ def main() -> None:
     parser.add_argument(
         "--holdout", action="store_true", help="leave-one-model-out errors of the fit (minutes)"
     )
+    parser.add_argument(
+        "--simulate", action="store_true", help="predict the rows through the simulator (minutes)"
+    )
     args = parser.parse_args()
-    if args.holdout:
+    if args.simulate:
+        simulated()
+    elif args.holdout:
         holdout(args.evaluations)
     elif args.fit:
         profiles = refit(args.evaluations)
