@@ -209,12 +209,15 @@ def attention_prefill_cost(
     if lookup is None:
         t = np.maximum(tc, tm) + rates.attention_floor_s
     else:
-        # The table holds chunks without cached context: look up the chunk length, then scale
-        # by this chunk's roofline (with its cached context) over the table layout's.
+        # The table holds chunks without cached context: look up the chunk length, then add
+        # the roofline time of what the cached context adds (its extra pairs and KV reads).
+        # Adding, not scaling: a short chunk's table time is mostly the kernel's fixed cost,
+        # and multiplying it by the context's work ratio (thousands for one token after 8k
+        # cached) would charge that fixed cost thousands of times.
         t = lookup.table.latency(safe_s, np.maximum(chunk, 1.0))
         own = np.maximum(tc, tm)
         table_pairs = safe_s * chunk * (chunk + 1) / 2
         ref_c = table_pairs * lookup.table_flops_per_pair / (peak * eff)
         ref_m = rates.memory_time_s(safe_s * chunk * lookup.table_kv_bytes_per_token)
-        t = t * own / np.maximum(np.maximum(ref_c, ref_m), 1e-30)
+        t = t + np.maximum(own - np.maximum(ref_c, ref_m), 0.0)
     return kernel_cost(np.where(active, t * layers, 0.0), flops * layers, nbytes * layers, tc, tm)
