@@ -21,11 +21,17 @@ from service.catalog import ModelCatalog, UnknownModelError, filename_for
 from service.core.architecture import Architecture, parse_architecture, summarize
 from service.core.errors import InvalidArchitectureError
 from service.core.hardware import HardwareSpec, datasheet_spec
-from service.core.memory import Deployment, InvalidDeploymentError, kv_budget, plan_memory
+from service.core.memory import (
+    Deployment,
+    InvalidDeploymentError,
+    MemoryPlan,
+    kv_budget,
+    plan_memory,
+)
 from service.core.simulation import ClientOverheads, EngineConfig
 from service.core.simulation import simulate as run_simulation
 from service.core.simulation.adapters import steptime_adapter
-from service.core.steptime import build_step_model, closed_loop
+from service.core.steptime import StepTimeModel, build_step_model, closed_loop
 from service.core.traffic import (
     CLOSED_LOOP_WARNING,
     ClosedLoopWorkload,
@@ -365,25 +371,15 @@ def kv(
     print(result.formula)
 
 
-@app.command()
-def perf(
-    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
-    gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
-    concurrency: Annotated[int, typer.Option(min=1)] = 1,
-    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
-    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
-    tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
-    engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
-    max_model_len: Annotated[int | None, typer.Option()] = None,
-) -> None:
-    """Step times and the closed-loop steady state (TTFT, TPOT, throughput)."""
+def _engine_for(model: str, gpu: str, deployment: Deployment) -> tuple[MemoryPlan, StepTimeModel]:
+    """Memory plan and step-time model of a catalogue model on a datasheet GPU (the shipped
+    H100 kernel tables stand in for measurements on ``h100-sxm``); exits on any refusal."""
     catalog = _catalog()
     if model not in catalog:
         console.print(f"[red]{model!r} is not in the catalogue[/]")
         raise typer.Exit(code=1)
     arch = catalog.architecture(model)
     hardware = _datasheet_gpu(gpu)
-    deployment = Deployment(tensor_parallel_size=tp, engine=engine, max_model_len=max_model_len)
     try:
         plan = plan_memory(arch, hardware, deployment)
     except InvalidDeploymentError as exc:
@@ -399,9 +395,28 @@ def perf(
         hardware,
         engine=res.engine,
         tensor_parallel_size=res.tensor_parallel_size,
+        pipeline_parallel_size=res.pipeline_parallel_size,
         kv_dtype=res.kv_cache.element_dtype,
         cuda_graphs=not res.enforce_eager,
         measured=load_measured_profile() if gpu == "h100-sxm" else None,
+    )
+    return plan, step_model
+
+
+@app.command()
+def perf(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
+    concurrency: Annotated[int, typer.Option(min=1)] = 1,
+    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
+    engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
+    max_model_len: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Step times and the closed-loop steady state (TTFT, TPOT, throughput)."""
+    plan, step_model = _engine_for(
+        model, gpu, Deployment(tensor_parallel_size=tp, engine=engine, max_model_len=max_model_len)
     )
     est = closed_loop(
         step_model,
@@ -450,27 +465,10 @@ def simulate(
     if (rate is None) == (concurrency is None):
         console.print("[red]give exactly one of --rate (open loop) or --concurrency (closed)[/]")
         raise typer.Exit(code=1)
-    catalog = _catalog()
-    if model not in catalog:
-        console.print(f"[red]{model!r} is not in the catalogue[/]")
-        raise typer.Exit(code=1)
-    arch = catalog.architecture(model)
-    hardware = _datasheet_gpu(gpu)
-    plan = plan_memory(
-        arch, hardware, Deployment(tensor_parallel_size=tp, max_model_len=max_model_len)
+    plan, step_model = _engine_for(
+        model, gpu, Deployment(tensor_parallel_size=tp, max_model_len=max_model_len)
     )
-    if not plan.fits:
-        console.print("[red]does not fit:[/] " + "; ".join(plan.reasons))
-        raise typer.Exit(code=1)
     res = plan.deployment
-    step_model = build_step_model(
-        arch,
-        hardware,
-        engine=res.engine,
-        tensor_parallel_size=res.tensor_parallel_size,
-        kv_dtype=res.kv_cache.element_dtype,
-        measured=load_measured_profile() if gpu == "h100-sxm" else None,
-    )
     engine = EngineConfig(
         max_num_batched_tokens=res.max_num_batched_tokens,
         max_num_seqs=res.max_num_seqs or plan.kv_blocks,
