@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import insert, text
 
 from service.api.app import create_app
@@ -25,6 +26,11 @@ from service.db.seed import datasheet_rows
 from service.security import Scope
 from service.settings import Settings
 from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
+
+# Property tests: no per-example deadline (a loaded CI machine is slow, not wrong) and a fixed
+# example sequence, so a run is reproducible.
+hypothesis_settings.register_profile("servesize", deadline=None, derandomize=True)
+hypothesis_settings.load_profile("servesize")
 
 BACKENDS = ("sqlite", "postgresql")
 # Rows the migrations write: the instance secret is kept, datasheet profiles are re-seeded.
