@@ -16,10 +16,12 @@ replaced by the arrival rate ``λ`` (the fixed point of the modeling guide's §2
   prefill share of each step, Poisson arrivals: no clumping) and the request's own prefill
   ``S``.
 
-Percentiles of TTFT: only ``W_q`` is random here. With the prefill utilisation ``ρ``, a request
-waits with probability ``ρ`` and then for an exponential time of mean ``W_q/ρ`` (the tail that
-is exact for M/M/1 and matched to the P-K mean otherwise), so
-``TTFT_q = Z + R + S + (W_q/ρ)·ln(ρ/(1 − q))`` when ``1 − q < ρ``, else ``Z + R + S``.
+Percentiles of TTFT: ``R`` and ``W_q`` are random. An arrival finds a step running with
+probability ``min(L, 1)``, a mixed step with the mixed steps' share of busy time, and waits a
+uniform part of it; with the prefill utilisation ``ρ`` it also waits behind other prompts for
+an exponential time of mean ``W_q/ρ`` (the tail exact for M/M/1, matched to the P-K mean
+otherwise). The quantiles of ``Z + S + R + W_q`` are taken from 20,000 samples drawn with a fixed
+seed, so the answer is deterministic.
 Validity: mean-field (fixed lengths, steady state), accurate below about 90 % of ``λ_sat``;
 the simulator (Tier B) decides beyond that.
 """
@@ -47,10 +49,12 @@ GRID_POINTS = 64
 REFINEMENTS = 3
 """Three geometric grids of 64 points pin ``L`` to about 1e-6 of the residency cap."""
 QUEUE_ITERATIONS = 6
+TAIL_SAMPLES = 20_000
+TAIL_SEED = 20_261_129
 ASSUMPTIONS = (
     "Poisson arrivals, fixed input and output lengths, steady state (mean-field)",
-    "TTFT percentiles: only the wait behind other prompts is random (exponential tail, "
-    "P(wait) = prefill utilisation)",
+    "TTFT percentiles: the residual of the running step (uniform) and the wait behind other "
+    "prompts (exponential tail, P(wait) = prefill utilisation) are random; step times are not",
     "accurate below about 90 % of the saturation rate; the simulator decides beyond it",
 )
 
@@ -111,10 +115,32 @@ def _points(model: StepTimeModel, resident: np.ndarray, p: float, n: float) -> _
     )
 
 
-def _ttft_quantile(base_s: float, wait_s: float, rho: float, q: float) -> float:
-    if rho <= 0 or wait_s <= 0 or 1 - q >= rho:
-        return base_s
-    return base_s + (wait_s / rho) * math.log(rho / (1 - q))
+def _ttft_quantiles(
+    *,
+    fixed_s: float,
+    busy: float,
+    mix_time_share: float,
+    mix_step_s: float,
+    decode_step_s: float,
+    wait_s: float,
+    rho: float,
+    quantiles: tuple[float, ...],
+) -> dict[float, float]:
+    """Quantiles of ``fixed + R + W_q`` by sampling (fixed seed, so deterministic).
+
+    ``R``: with probability ``busy`` the arrival finds a step running, a mixed one with
+    probability ``mix_time_share`` (its share of busy time), and waits for a uniform fraction of
+    it. ``W_q``: with probability ``ρ`` an exponential wait of mean ``W_q/ρ``."""
+    rng = np.random.default_rng(TAIL_SEED)
+    u = rng.random((3, TAIL_SAMPLES))
+    step = np.where(u[0] < mix_time_share, mix_step_s, decode_step_s)
+    residual = np.where(u[1] < busy, rng.random(TAIL_SAMPLES) * step, 0.0)
+    waits = np.zeros(TAIL_SAMPLES)
+    if rho > 0 and wait_s > 0:
+        waiting = u[2] < rho
+        waits[waiting] = rng.exponential(wait_s / rho, int(waiting.sum()))
+    values = np.quantile(fixed_s + residual + waits, quantiles)
+    return {q: float(v) for q, v in zip(quantiles, values, strict=True)}
 
 
 def open_loop(
@@ -165,7 +191,19 @@ def open_loop(
     base = z + min(resident, 1.0) * float(state.residual_s[0]) + float(state.own_prefill_s[0])
     ttft_mean = base + queue_s
     tpot = float(state.mean_step_s[0]) if output_tokens > 1 else 0.0
-    quantiles = {q: _ttft_quantile(base, queue_s, rho, q) for q in (0.5, 0.95, 0.99)}
+    mean_step = float(state.mean_step_s[0])
+    share = float(state.mix_share[0])
+    mix_step = float(state.mix_step_s[0])
+    quantiles = _ttft_quantiles(
+        fixed_s=z + float(state.own_prefill_s[0]),
+        busy=min(resident, 1.0),
+        mix_time_share=share * mix_step / max(mean_step, 1e-12),
+        mix_step_s=mix_step,
+        decode_step_s=float(state.decode_step_s[0]),
+        wait_s=queue_s,
+        rho=rho,
+        quantiles=(0.5, 0.95, 0.99),
+    )
     return OpenLoopEstimate(
         arrival_rate_per_s=arrival_rate_per_s,
         saturation_rate_per_s=saturation,

@@ -258,6 +258,10 @@ class _Steps:
     """Steps carrying its own prompt: ``⌈P / (M − b̄)⌉``."""
     mean_step_s: FloatArray
     mix_step_s: FloatArray
+    decode_step_s: FloatArray
+    """A step carrying only decodes."""
+    mix_share: FloatArray
+    """Fraction of steps that carry prefill tokens."""
     own_prefill_s: FloatArray
     """Time from a request's first prefill step to its first token: one whole step when its
     prompt fits (it shares the step with others), else ``k·τ_dec + (P/c)·(τ_mix − τ_dec)``."""
@@ -335,6 +339,8 @@ def _steady_steps(
         prefill_steps=first,
         mean_step_s=mean,
         mix_step_s=t_mix,
+        decode_step_s=t_dec,
+        mix_share=share,
         own_prefill_s=own,
         residual_s=residual,
         parallel_prefills=np.maximum(np.floor(np.maximum(budget - b, 1.0) / p), 1.0),
