@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import numpy as np
 import typer
@@ -19,7 +19,7 @@ from service import __version__
 from service.calibration import load_measured_profile
 from service.catalog import ModelCatalog, UnknownModelError, filename_for
 from service.core.architecture import Architecture, parse_architecture, summarize
-from service.core.errors import InvalidArchitectureError
+from service.core.errors import FieldIssue, InvalidArchitectureError
 from service.core.hardware import HardwareSpec, datasheet_spec
 from service.core.memory import (
     Deployment,
@@ -181,6 +181,21 @@ def _catalog() -> ModelCatalog:
     return ModelCatalog(get_settings().models_dir)
 
 
+def _architecture(model_id: str) -> Architecture:
+    """The catalogue model ``model_id``, or exit with a message."""
+    catalog = _catalog()
+    if model_id not in catalog:
+        console.print(f"[red]{model_id!r} is not in the catalogue[/]")
+        raise typer.Exit(code=1)
+    return catalog.architecture(model_id)
+
+
+def _exit_with_issues(issues: Iterable[FieldIssue]) -> NoReturn:
+    for issue in issues:
+        console.print(f"[red]{issue.field}[/]: {issue.problem}")
+    raise typer.Exit(code=1)
+
+
 def _print_summary(arch: Architecture) -> None:
     print(json.dumps(asdict(summarize(arch)), indent=2, default=str))
 
@@ -207,11 +222,7 @@ def models_show(
     model_id: Annotated[str, typer.Argument(help="e.g. meta-llama/Llama-3.1-8B")],
 ) -> None:
     """Print the derived summary of a catalogue model as JSON."""
-    catalog = _catalog()
-    if model_id not in catalog:
-        console.print(f"[red]{model_id!r} is not in the catalogue[/]")
-        raise typer.Exit(code=1)
-    _print_summary(catalog.architecture(model_id))
+    _print_summary(_architecture(model_id))
 
 
 def _parse_or_exit(config: object, name: str) -> Architecture:
@@ -221,9 +232,7 @@ def _parse_or_exit(config: object, name: str) -> Architecture:
     try:
         return parse_architecture(config, name=name)
     except InvalidArchitectureError as exc:
-        for issue in exc.issues:
-            console.print(f"[red]{issue.field}[/]: {issue.problem}")
-        raise typer.Exit(code=1) from None
+        _exit_with_issues(exc.issues)
 
 
 @models_app.command("inspect")
@@ -303,10 +312,7 @@ def memory(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Print the memory ledger of one GPU, line by line with formulas."""
-    catalog = _catalog()
-    if model not in catalog:
-        console.print(f"[red]{model!r} is not in the catalogue[/]")
-        raise typer.Exit(code=1)
+    arch = _architecture(model)
     deployment = Deployment(
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
@@ -318,11 +324,9 @@ def memory(
         enforce_eager=enforce_eager,
     )
     try:
-        result = plan_memory(catalog.architecture(model), _datasheet_gpu(gpu), deployment)
+        result = plan_memory(arch, _datasheet_gpu(gpu), deployment)
     except InvalidDeploymentError as exc:
-        for issue in exc.issues:
-            console.print(f"[red]{issue.field}[/]: {issue.problem}")
-        raise typer.Exit(code=1) from None
+        _exit_with_issues(exc.issues)
     if as_json:
         print(json.dumps(asdict(result), indent=2, default=str))
         return
@@ -352,7 +356,7 @@ def kv(
     memory_gib: Annotated[float | None, typer.Option(help="KV memory budget in GiB.")] = None,
 ) -> None:
     """KV calculator: give two of --concurrency, --tokens, --memory-gib; get the third."""
-    arch = _catalog().architecture(model) if model else None
+    arch = _architecture(model) if model else None
     try:
         result = kv_budget(
             num_layers=layers,
@@ -365,27 +369,19 @@ def kv(
             memory_bytes=int(memory_gib * 2**30) if memory_gib is not None else None,
         )
     except InvalidDeploymentError as exc:
-        for issue in exc.issues:
-            console.print(f"[red]{issue.field}[/]: {issue.problem}")
-        raise typer.Exit(code=1) from None
+        _exit_with_issues(exc.issues)
     print(result.formula)
 
 
 def _engine_for(model: str, gpu: str, deployment: Deployment) -> tuple[MemoryPlan, StepTimeModel]:
     """Memory plan and step-time model of a catalogue model on a datasheet GPU (the shipped
     H100 kernel tables stand in for measurements on ``h100-sxm``); exits on any refusal."""
-    catalog = _catalog()
-    if model not in catalog:
-        console.print(f"[red]{model!r} is not in the catalogue[/]")
-        raise typer.Exit(code=1)
-    arch = catalog.architecture(model)
+    arch = _architecture(model)
     hardware = _datasheet_gpu(gpu)
     try:
         plan = plan_memory(arch, hardware, deployment)
     except InvalidDeploymentError as exc:
-        for issue in exc.issues:
-            console.print(f"[red]{issue.field}[/]: {issue.problem}")
-        raise typer.Exit(code=1) from None
+        _exit_with_issues(exc.issues)
     if not plan.fits:
         console.print("[red]does not fit:[/] " + "; ".join(plan.reasons))
         raise typer.Exit(code=1)

@@ -112,20 +112,12 @@ _VLLM = EngineProfile(
 
 # SGLang on H100: chunked_prefill_size 8192; its CUDA-graph runner captures decode batches up
 # to 160 sequences below 80 GB of free memory (256 above); requests hold KV blocks
-# incrementally (radix cache).
-_SGLANG = EngineProfile(
+# incrementally (radix cache). The fitted constants are vLLM's.
+_SGLANG = replace(
+    _VLLM,
     name="sglang",
-    max_num_batched_tokens=8192,
-    max_num_seqs=1024,
-    kv_reservation="incremental",
     cuda_graph_max_tokens=160,
     cuda_graph_decode_only=True,
-    step_overhead_s=2.17e-3,
-    eager_overhead_per_layer_s=4.5e-6,
-    request_overhead_s=32.6e-3,
-    compute_slowdown=1.13,
-    memory_slowdown=0.917,
-    arrival_clumping=0.111,
     calibrated=False,
     provenance="borrowed from vLLM: no SGLang rows for catalogue models",
 )
