@@ -14,43 +14,19 @@ from fastapi import APIRouter
 
 from service.api.deps import ReadAccess, SessionDep
 from service.api.engine_model import engine_model
-from service.api.errors import UnprocessableError
 from service.api.routes.models import CatalogIndexDep
-from service.core.simulation import (
-    SLO,
-    ClientOverheads,
-    EngineConfig,
-    LatencyStats,
-    SimulationResult,
-    simulate,
-)
-from service.core.simulation.adapters import steptime_adapter
-from service.core.traffic import (
-    FixedLength,
-    LengthDistribution,
-    LogNormalLength,
-    NormalLength,
-    UniformLength,
-    Workload,
-    closed_loop_workload,
-    open_loop_workload,
-)
+from service.api.simulation_runner import run_simulation
+from service.core.simulation import SLO, LatencyStats, SimulationResult
 from service.schemas.memory import AppliedDefaultOut
 from service.schemas.simulate import (
-    MAX_EXPECTED_TOKENS,
     TIME_SERIES_POINTS,
     EngineConfigOut,
-    FixedLengthIn,
     LatencyOut,
-    LengthIn,
     LittlesLawOut,
-    NormalLengthIn,
     SimulateRequest,
     SimulateResponse,
     StatName,
     TimeSeriesOut,
-    TrafficIn,
-    UniformLengthIn,
 )
 
 router = APIRouter(prefix="/v1", tags=["simulation"], dependencies=[ReadAccess])
@@ -77,99 +53,6 @@ def latency_out(stats: LatencyStats) -> LatencyOut:
         p99=_finite(values["p99"]),
         infinite=[name for name in STAT_NAMES if values[name] == math.inf],
     )
-
-
-def _distribution(spec: LengthIn, clip_tokens: int) -> LengthDistribution:
-    """The core distribution; unset upper clips become ``clip_tokens``."""
-    if isinstance(spec, int):
-        return FixedLength(spec)
-    if isinstance(spec, FixedLengthIn):
-        return FixedLength(spec.tokens)
-    if isinstance(spec, UniformLengthIn):
-        return UniformLength(spec.low_tokens, spec.high_tokens)
-    upper = spec.max_tokens if spec.max_tokens is not None else max(clip_tokens, spec.min_tokens)
-    if isinstance(spec, NormalLengthIn):
-        return NormalLength(
-            mean_unclipped_tokens=spec.mean_tokens,
-            std_tokens=spec.std_tokens,
-            min_tokens=spec.min_tokens,
-            max_tokens=upper,
-        )
-    return LogNormalLength(
-        mean_unclipped_tokens=spec.mean_tokens,
-        cv=spec.cv,
-        min_tokens=spec.min_tokens,
-        max_tokens=upper,
-    )
-
-
-def _min_tokens(spec: LengthIn) -> int:
-    if isinstance(spec, int):
-        return spec
-    if isinstance(spec, FixedLengthIn):
-        return spec.tokens
-    if isinstance(spec, UniformLengthIn):
-        return spec.low_tokens
-    return spec.min_tokens
-
-
-def _workload(
-    traffic: TrafficIn, max_model_len: int, workload_seed: np.random.SeedSequence
-) -> Workload:
-    """Draw the requests, refusing runs that are too large or requests that cannot fit."""
-    prompt = _distribution(traffic.input_tokens, max_model_len - _min_tokens(traffic.output_tokens))
-    output = _distribution(traffic.output_tokens, max_model_len - _min_tokens(traffic.input_tokens))
-    expected = traffic.num_requests * (prompt.mean_tokens + output.mean_tokens)
-    if expected > MAX_EXPECTED_TOKENS:
-        raise UnprocessableError(
-            f"the run would process about {expected:,.0f} tokens; one simulation is limited to "
-            f"{MAX_EXPECTED_TOKENS:,} (fewer requests or shorter lengths)",
-            slug="simulation-too-large",
-            errors=[
-                {"location": "body", "pointer": "/traffic/num_requests", "detail": "too many"},
-            ],
-        )
-    rng = np.random.default_rng(workload_seed)
-    timeout_s = traffic.timeout_s if traffic.timeout_s is not None else math.inf
-    workload: Workload
-    if traffic.mode == "open_loop":
-        workload = open_loop_workload(
-            num_requests=traffic.num_requests,
-            rate_per_s=traffic.arrival.rate_per_s,
-            input_tokens=prompt,
-            output_tokens=output,
-            rng=rng,
-            process=traffic.arrival.process,
-            cv=traffic.arrival.cv,
-            timeout_s=timeout_s,
-            warmup_requests=traffic.warmup_requests,
-        )
-    else:
-        workload = closed_loop_workload(
-            clients=traffic.concurrency,
-            num_requests=traffic.num_requests,
-            input_tokens=prompt,
-            output_tokens=output,
-            rng=rng,
-            think_time_s=traffic.think_time_s,
-            timeout_s=timeout_s,
-            warmup_requests=traffic.warmup_requests,
-        )
-    too_long = int(np.sum(workload.prompt_tokens + workload.output_tokens > max_model_len))
-    if too_long:
-        detail = (
-            f"{too_long} drawn requests exceed max_model_len ({max_model_len} tokens of prompt "
-            "plus output); shorten the lengths or set max_tokens"
-        )
-        raise UnprocessableError(
-            detail,
-            slug="request-too-long",
-            errors=[
-                {"location": "body", "pointer": "/traffic/input_tokens", "detail": detail},
-                {"location": "body", "pointer": "/traffic/output_tokens", "detail": detail},
-            ],
-        )
-    return workload
 
 
 def _time_series(result: SimulationResult) -> TimeSeriesOut:
@@ -199,46 +82,17 @@ def simulate_serving(
         use_measurements=body.use_measurements,
         calibrated=body.calibrated,
     )
-    model, hardware, memory, step_model = (
-        built.model,
-        built.hardware,
-        built.memory,
-        built.step_model,
-    )
+    model, hardware, memory = built.model, built.hardware, built.memory
     res = memory.deployment
-    warnings = list(memory.warnings)
-    # The step-time model splits a step's work evenly over the data-parallel ranks, so one
-    # simulated engine stands for the DP group, with every rank's limits and KV blocks pooled.
-    dp = res.data_parallel_size
-    max_num_seqs = res.max_num_seqs
-    if max_num_seqs is None:
-        max_num_seqs = memory.kv_blocks
-        warnings.append(
-            f"{res.engine} sizes its running batch from the KV pool; the simulation bounds it by "
-            "KV blocks only"
-        )
-    engine = EngineConfig(
-        max_num_batched_tokens=res.max_num_batched_tokens * dp,
-        max_num_seqs=max_num_seqs * dp,
-        block_size_tokens=memory.kv_block_size,
-        num_kv_blocks=memory.kv_blocks * dp,
+    run = run_simulation(
+        built,
+        body.traffic,
+        replicas=body.replicas,
+        routing=body.routing,
         policy=body.policy,
     )
-    # Independent streams for the requests and the router, both fixed by the seed.
-    workload_seed, routing_seed = np.random.SeedSequence(body.traffic.seed).spawn(2)
-    workload = _workload(body.traffic, memory.max_model_len, workload_seed)
-    replicas = body.replicas
-    routing_rng = np.random.default_rng(routing_seed)
-    overhead_s = step_model.engine.request_overhead_s
-    result = simulate(
-        workload,
-        engine,
-        steptime_adapter(step_model),
-        replicas=replicas,
-        routing=body.routing,
-        routing_rng=routing_rng,
-        overheads=ClientOverheads(preprocess_s=overhead_s),
-    )
+    engine, result, overhead_s, replicas = run.engine, run.result, run.overhead_s, run.replicas
+    warnings = list(run.warnings)
     slo = body.slo
     summary = result.summary(
         SLO(ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, e2e_s=slo.e2e_s) if slo is not None else None
