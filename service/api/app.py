@@ -23,6 +23,8 @@ from service.api.routes import (
     performance,
     queueing,
     simulate,
+    sizing,
+    slo,
 )
 from service.api.routes.models import CatalogIndex
 from service.catalog import ModelCatalog
@@ -82,7 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     # Each router carries its full "/v1/..." prefix so route templates stay exact in metrics.
-    for module in (keys, models, hardware, memory, performance, queueing, simulate):
+    for module in (keys, models, hardware, memory, performance, queueing, simulate, slo, sizing):
         app.include_router(module.router)
 
     limiter = (

@@ -1,0 +1,481 @@
+"""SLO feasibility and capacity over HTTP (``/v1/slo/evaluate``, ``/v1/slo/capacity``).
+
+Both routes are plain ``def``: FastAPI runs them in its threadpool, so simulations do not block
+the event loop. The work is bounded: one evaluation is one simulation within the
+``/v1/simulate`` limits; a capacity search runs at most ``max_probes + curve_points`` full
+simulations (plus a short screening run before each), and their total requests and expected
+tokens are capped (``MAX_SEARCH_REQUESTS``, ``MAX_SEARCH_TOKENS``) with a 422 that says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter
+
+from service.api.deps import ReadAccess, SessionDep
+from service.api.engine_model import EngineModel, engine_model
+from service.api.errors import ApiError, UnprocessableError
+from service.api.routes.models import CatalogIndexDep
+from service.api.routes.simulate import latency_out
+from service.api.simulation_runner import build_workload, length_distribution, run_simulation
+from service.core.errors import UnstableQueueError
+from service.core.simulation import SimulationSummary, percentile
+from service.core.slo import (
+    Check,
+    CurvePoint,
+    ServiceLevelObjective,
+    SloEvaluation,
+    curve_point,
+    evaluate_analytic,
+    evaluate_overload,
+    evaluate_result,
+    evaluate_summary,
+    search_capacity,
+    zero_load_latencies,
+    zero_load_violations,
+)
+from service.core.steptime import open_loop, resident_capacity
+from service.core.traffic import Workload
+from service.schemas.simulate import MAX_EXPECTED_TOKENS, MAX_REQUESTS, TrafficIn
+from service.schemas.slo import (
+    AnalyticScreenOut,
+    CheckOut,
+    CurvePointOut,
+    SloCapacityRequest,
+    SloCapacityResponse,
+    SloEvaluateRequest,
+    SloEvaluateResponse,
+    SloIn,
+)
+
+router = APIRouter(prefix="/v1/slo", tags=["slo"], dependencies=[ReadAccess])
+
+MAX_SEARCH_REQUESTS = 4 * MAX_REQUESTS
+"""Most requests a capacity search may simulate over all its probes."""
+MAX_SEARCH_TOKENS = 4 * MAX_EXPECTED_TOKENS
+SHORT_FRACTION = 4
+"""A screening run simulates a quarter of the requests."""
+SATURATION_BRACKET = 1.05
+"""The search starts just above Tier A's saturation rate (modeling.md §3.11)."""
+TIER_A_BISECTIONS = 40
+MAX_RATE_PER_S = 1_000_000.0
+MAX_CONCURRENCY = 100_000
+
+
+class SloInfeasibleError(ApiError):
+    """A target below what the deployment achieves with no load at all."""
+
+    status, slug = 422, "slo-infeasible"
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _check_out(check: Check) -> CheckOut:
+    return CheckOut(
+        name=check.name,
+        predicted=_finite(check.predicted),
+        predicted_infinite=check.predicted == math.inf,
+        limit=check.limit,
+        direction=check.direction,
+        margin=_finite(check.margin),
+        relative_margin=_finite(check.relative_margin),
+        holds=check.holds,
+    )
+
+
+def _built(body: SloEvaluateRequest | SloCapacityRequest, session: Any, index: Any) -> EngineModel:
+    return engine_model(
+        model_ref=body.model,
+        hardware_ref=body.hardware,
+        deployment_in=body.deployment,
+        catalog=index.catalog,
+        session=session,
+        use_measurements=body.use_measurements,
+        calibrated=body.calibrated,
+    )
+
+
+def _mean_lengths(built: EngineModel, traffic: TrafficIn) -> tuple[int, int]:
+    """Mean prompt and output lengths, rounded, for Tier A (which takes fixed lengths)."""
+    clip = built.memory.max_model_len
+    p = length_distribution(traffic.input_tokens, clip - 1).mean_tokens
+    n = length_distribution(traffic.output_tokens, clip - 1).mean_tokens
+    return max(1, round(p)), max(1, round(n))
+
+
+def _zero_load_screen(
+    built: EngineModel, traffic: TrafficIn, objective: ServiceLevelObjective
+) -> tuple[Workload, float]:
+    """Draw the requests (bounds and length checks as ``/v1/simulate``), refuse an SLO that an
+    idle engine already misses, and return the zero-load p95 TTFT."""
+    workload = build_workload(
+        traffic, built.memory.max_model_len, np.random.SeedSequence(traffic.seed).spawn(2)[0]
+    )
+    zero = zero_load_latencies(
+        built.step_model,
+        prompt_tokens=workload.prompt_tokens,
+        output_tokens=workload.output_tokens,
+    )
+    violations = zero_load_violations(objective, zero, timeout_s=traffic.timeout_s)
+    if violations:
+        errors = []
+        for v in violations:
+            pointer = (
+                "/traffic/timeout_s" if v.name == "failure_rate" else "/slo" + SloIn.pointer(v.name)
+            )
+            errors.append(
+                {
+                    "location": "body",
+                    "pointer": pointer,
+                    "detail": v.detail,
+                    "limit": v.limit,
+                    "zero_load": v.zero_load,
+                }
+            )
+        raise SloInfeasibleError(
+            "; ".join(v.detail for v in violations)
+            + " (zero load: request overhead plus prefill for TTFT, a batch-1 decode step for "
+            "TPOT and ITL)",
+            errors=errors,
+        )
+    return workload, percentile(zero.ttft_s, 95.0)
+
+
+def _analytic(
+    built: EngineModel,
+    traffic: TrafficIn,
+    objective: ServiceLevelObjective,
+    *,
+    rate_per_s: float,
+    replicas: int,
+) -> tuple[SloEvaluation, float]:
+    """Tier A at ``rate_per_s / replicas`` per replica: the verdict and the saturation rate."""
+    p, n = _mean_lengths(built, traffic)
+    kv = built.memory.kv_capacity_tokens
+    per_replica = rate_per_s / replicas
+    try:
+        estimate = open_loop(
+            built.step_model,
+            arrival_rate_per_s=per_replica,
+            input_tokens=p,
+            output_tokens=n,
+            kv_capacity_tokens=kv,
+        )
+    except UnstableQueueError as exc:
+        saturation = per_replica / exc.utilization
+        return (
+            evaluate_overload(
+                objective, rate_per_s=rate_per_s, saturation_rate_per_s=saturation * replicas
+            ),
+            saturation,
+        )
+    return (
+        evaluate_analytic(estimate, objective, replicas=replicas),
+        estimate.saturation_rate_per_s,
+    )
+
+
+def _screen_out(ev: SloEvaluation, saturation: float, utilization: float) -> AnalyticScreenOut:
+    return AnalyticScreenOut(
+        feasible=ev.feasible,
+        checks=[_check_out(c) for c in ev.checks],
+        binding_constraint=ev.binding,
+        reason=ev.reason,
+        goodput_requests_per_s=_finite(ev.goodput_requests_per_s),
+        throughput_requests_per_s=_finite(ev.throughput_requests_per_s),
+        saturation_rate_per_s=saturation,
+        utilization=utilization,
+        unscreened=list(ev.unscreened),
+    )
+
+
+def _closed_loop_stable(summary: SimulationSummary, concurrency: int) -> SimulationSummary:
+    """A closed loop holds at most ``concurrency`` requests: its queue cannot grow (the
+    open-loop stability test would only see the last requests draining)."""
+    return dataclasses.replace(
+        summary,
+        stable=True,
+        stability_reason=f"closed loop: at most {concurrency} requests are in the system",
+    )
+
+
+def _evaluate_run(
+    built: EngineModel,
+    traffic: TrafficIn,
+    objective: ServiceLevelObjective,
+    *,
+    replicas: int = 1,
+    routing: Any = "round_robin",
+    policy: Any = "vllm_v1",
+) -> tuple[SimulationSummary, SloEvaluation, list[str]]:
+    run = run_simulation(built, traffic, replicas=replicas, routing=routing, policy=policy)
+    summary, ev = evaluate_result(run.result, objective)
+    if traffic.mode == "closed_loop":
+        summary = _closed_loop_stable(summary, traffic.concurrency)
+        ev = evaluate_summary(summary, objective, attainment=ev.attainment)
+    return summary, ev, list(run.warnings) + list(summary.warnings)
+
+
+@router.post("/evaluate", response_model=SloEvaluateResponse)
+def evaluate_slo(
+    body: SloEvaluateRequest, session: SessionDep, index: CatalogIndexDep
+) -> SloEvaluateResponse:
+    """Check an SLO for a deployment under a traffic forecast: each target with its predicted
+    value and margin, the binding constraint, goodput next to throughput, and which tier
+    decided."""
+    built = _built(body, session, index)
+    objective = body.slo.to_core()
+    traffic = body.traffic
+    _zero_load_screen(built, traffic, objective)
+    warnings: list[str] = []
+    open_loop_traffic = traffic.mode == "open_loop"
+    if body.tier == "analytic" and not open_loop_traffic:
+        raise UnprocessableError(
+            "the analytic tier models an open loop only; use tier simulation or auto",
+            slug="tier-unavailable",
+            errors=[{"location": "body", "pointer": "/tier", "detail": "open loop only"}],
+        )
+    screen: SloEvaluation | None = None
+    screen_out: AnalyticScreenOut | None = None
+    if body.tier != "simulation" and open_loop_traffic:
+        rate = traffic.arrival.rate_per_s
+        screen, saturation = _analytic(
+            built, traffic, objective, rate_per_s=rate, replicas=body.replicas
+        )
+        screen_out = _screen_out(screen, saturation, rate / body.replicas / saturation)
+        if traffic.arrival.process != "poisson":
+            warnings.append("Tier A assumes Poisson arrivals; the screen ignores burstiness")
+        if screen.unscreened:
+            warnings.append(
+                "Tier A does not model " + ", ".join(screen.unscreened) + ": not screened"
+            )
+    res = built.memory.deployment
+    if body.tier == "analytic":
+        assert screen is not None
+        return SloEvaluateResponse(
+            model=built.model.id,
+            hardware=built.hardware.id,
+            engine=res.engine,
+            feasible=screen.feasible,
+            decided_by="analytic",
+            checks=[_check_out(c) for c in screen.checks],
+            binding_constraint=screen.binding,
+            reason=screen.reason,
+            headroom=_finite(screen.check(screen.binding).relative_margin),
+            goodput_requests_per_s=_finite(screen.goodput_requests_per_s),
+            throughput_requests_per_s=_finite(screen.throughput_requests_per_s),
+            throughput_output_tokens_per_s=None,
+            error_rate=screen.failure_rate,
+            attainment=screen.attainment,
+            stable=screen.stable,
+            analytic_screen=screen_out,
+            warnings=warnings,
+        )
+    summary, ev, run_warnings = _evaluate_run(
+        built,
+        traffic,
+        objective,
+        replicas=body.replicas,
+        routing=body.routing,
+        policy=body.policy,
+    )
+    warnings.extend(run_warnings)
+    if screen is not None and screen.feasible != ev.feasible:
+        warnings.append(
+            f"Tier A and the simulation disagree (Tier A: {screen.reason}); the simulation decides"
+        )
+    stable = ev.stable
+    return SloEvaluateResponse(
+        model=built.model.id,
+        hardware=built.hardware.id,
+        engine=res.engine,
+        feasible=ev.feasible,
+        decided_by="simulation",
+        checks=[_check_out(c) for c in ev.checks],
+        binding_constraint=ev.binding,
+        reason=ev.reason,
+        headroom=_finite(ev.check(ev.binding).relative_margin),
+        goodput_requests_per_s=_finite(ev.goodput_requests_per_s),
+        throughput_requests_per_s=_finite(ev.throughput_requests_per_s),
+        throughput_output_tokens_per_s=_finite(summary.throughput_output_tokens_per_s),
+        error_rate=ev.failure_rate,
+        attainment=ev.attainment,
+        stable=stable,
+        analytic_screen=screen_out,
+        ttft_s=latency_out(summary.ttft_s) if stable else None,
+        itl_s=latency_out(summary.itl_s) if stable else None,
+        tpot_s=latency_out(summary.tpot_s) if stable else None,
+        e2e_s=latency_out(summary.e2e_s) if stable else None,
+        warnings=warnings,
+    )
+
+
+def _search_bounds(body: SloCapacityRequest, workload: Workload) -> None:
+    """Refuse a search whose probes together could simulate too much."""
+    traffic, search = body.traffic, body.search
+    runs = search.max_probes + search.curve_points
+    per_probe = traffic.num_requests * (1.0 + (1.0 / SHORT_FRACTION if search.screen else 0.0))
+    requests = math.ceil(runs * per_probe)
+    mean_tokens = float(np.mean(workload.prompt_tokens + workload.output_tokens))
+    tokens = requests * mean_tokens
+    if requests > MAX_SEARCH_REQUESTS or tokens > MAX_SEARCH_TOKENS:
+        detail = (
+            f"the search may simulate {requests:,} requests (~{tokens:,.0f} tokens) over "
+            f"{runs} probes; a search is limited to {MAX_SEARCH_REQUESTS:,} requests and "
+            f"{MAX_SEARCH_TOKENS:,} tokens (fewer probes or fewer requests)"
+        )
+        raise UnprocessableError(
+            detail,
+            slug="search-too-large",
+            errors=[
+                {"location": "body", "pointer": "/search/max_probes", "detail": detail},
+                {"location": "body", "pointer": "/traffic/num_requests", "detail": detail},
+            ],
+        )
+
+
+def _short(traffic: TrafficIn) -> dict[str, int]:
+    n = max(traffic.num_requests // SHORT_FRACTION, 1)
+    warm = traffic.warmup_requests // SHORT_FRACTION
+    return {"num_requests": n, "warmup_requests": min(warm, n - 1)}
+
+
+def _tier_a_max_rate(
+    built: EngineModel, traffic: TrafficIn, objective: ServiceLevelObjective, saturation: float
+) -> float | None:
+    """Tier A's largest rate meeting its screened targets (bisection; None when even a light
+    load misses)."""
+    low, high = 0.0, saturation
+    for _ in range(TIER_A_BISECTIONS):
+        mid = 0.5 * (low + high)
+        ev, _ = _analytic(built, traffic, objective, rate_per_s=mid, replicas=1)
+        low, high = (mid, high) if ev.feasible else (low, mid)
+        if high - low <= 1e-3 * high:
+            break
+    return low if low > 0 else None
+
+
+@router.post("/capacity", response_model=SloCapacityResponse)
+def slo_capacity(
+    body: SloCapacityRequest, session: SessionDep, index: CatalogIndexDep
+) -> SloCapacityResponse:
+    """The largest arrival rate (open loop) or concurrency (closed loop) one replica sustains
+    within the SLO: Tier A brackets, the simulator decides by bisection with common random
+    numbers; with the latency-vs-load curve and its knee."""
+    built = _built(body, session, index)
+    objective = body.slo.to_core()
+    traffic = body.traffic
+    workload, zero_ttft_p95 = _zero_load_screen(built, traffic, objective)
+    _search_bounds(body, workload)
+    warnings: list[str] = []
+    closed = traffic.mode == "closed_loop"
+    p, n = _mean_lengths(built, traffic)
+    kv = built.memory.kv_capacity_tokens
+    saturation: float | None = None
+    tier_a_max: float | None = None
+    if closed:
+        cap = float(
+            resident_capacity(
+                built.step_model, input_tokens=p, output_tokens=n, kv_capacity_tokens=kv
+            )[0]
+        )
+        initial_high = max(1.0, cap)
+        warnings.append(
+            "closed loop: the offered load falls as the service slows, which can hide overload; "
+            "the open-loop capacity is the safer figure for user-facing traffic"
+        )
+    else:
+        tiny = open_loop(
+            built.step_model,
+            arrival_rate_per_s=1e-6,
+            input_tokens=p,
+            output_tokens=n,
+            kv_capacity_tokens=kv,
+        )
+        saturation = tiny.saturation_rate_per_s
+        initial_high = SATURATION_BRACKET * saturation
+        tier_a_max = _tier_a_max_rate(built, traffic, objective, saturation)
+
+    simulated = 0
+
+    def probe(load: float, short: bool) -> CurvePoint:
+        nonlocal simulated
+        update: dict[str, Any] = _short(traffic) if short else {}
+        simulated += update.get("num_requests", traffic.num_requests)
+        if closed:
+            update["concurrency"] = int(load)
+        else:
+            update["arrival"] = traffic.arrival.model_copy(update={"rate_per_s": load})
+        summary, ev, _ = _evaluate_run(
+            built, traffic.model_copy(update=update), objective, policy=body.policy
+        )
+        return curve_point(load, summary, ev, short=short)
+
+    m = body.search.curve_points
+    # Spread from light load (where p95 TTFT is near zero-load) to 80 % of the answer.
+    fractions = tuple(0.1 + 0.7 * k / (m - 1) for k in range(m)) if m > 1 else (0.5,) * m
+    result = search_capacity(
+        probe,
+        initial_high=initial_high,
+        tolerance=body.search.tolerance,
+        max_probes=body.search.max_probes,
+        integer=closed,
+        first_guess=tier_a_max,
+        max_load=float(MAX_CONCURRENCY) if closed else MAX_RATE_PER_S,
+        screen=body.search.screen,
+        curve_fractions=fractions,
+        zero_load_ttft_p95_s=zero_ttft_p95,
+    )
+    warnings.extend(result.warnings)
+    first_miss = [pt for pt in result.curve if not pt.feasible and pt.load > result.max_load]
+    if first_miss and not first_miss[0].stable:
+        warnings.append(
+            f"the search stopped at a run judged unstable ({first_miss[0].evaluation.reason}); "
+            "with few requests a steady queue can look unstable, so more requests per probe "
+            "may raise the answer"
+        )
+    curve = [
+        CurvePointOut(
+            rate_per_s=None if closed else pt.load,
+            concurrency=int(pt.load) if closed else None,
+            ttft_p50_s=_finite(pt.ttft_p50_s) if pt.stable else None,
+            ttft_p95_s=_finite(pt.ttft_p95_s) if pt.stable else None,
+            tpot_p50_s=_finite(pt.tpot_p50_s) if pt.stable else None,
+            tpot_p95_s=_finite(pt.tpot_p95_s) if pt.stable else None,
+            goodput_requests_per_s=_finite(pt.goodput_requests_per_s),
+            throughput_requests_per_s=_finite(pt.throughput_requests_per_s),
+            feasible=pt.feasible,
+            stable=pt.stable,
+            binding_constraint=pt.evaluation.binding,
+        )
+        for pt in result.curve
+    ]
+    found = result.max_load > 0
+    return SloCapacityResponse(
+        model=built.model.id,
+        hardware=built.hardware.id,
+        engine=built.memory.deployment.engine,
+        mode=traffic.mode,
+        max_rate_per_s=None if closed or not found else result.max_load,
+        max_concurrency=int(result.max_load) if closed and found else None,
+        binding_constraint=result.binding,
+        converged=result.converged,
+        bracket_low=result.low,
+        bracket_high=_finite(result.high),
+        curve=curve,
+        knee_rate_per_s=None if closed else result.knee_load,
+        knee_concurrency=result.knee_load if closed else None,
+        tier_a_saturation_rate_per_s=saturation,
+        tier_a_max_rate_per_s=tier_a_max,
+        zero_load_ttft_p95_s=zero_ttft_p95,
+        probes=result.probes,
+        short_probes=result.short_probes,
+        simulated_requests=simulated,
+        warnings=warnings,
+    )
