@@ -1,0 +1,57 @@
+"""Auto-sizing speed: one search over at least 200 candidate configurations, verification included.
+
+``python -m bench.sizing`` prints the wall time and candidates per second (issue 8: within 10 s
+on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import time
+
+from service.calibration import load_measured_profile
+from service.catalog import ModelCatalog
+from service.core.hardware import datasheet_spec
+from service.core.sizing import SearchSpace, SizingTraffic, size
+from service.core.slo import LatencyTarget, ServiceLevelObjective
+from service.core.traffic import FixedLength
+from service.db.seed import datasheet_entries
+from service.settings import get_settings
+
+MODEL = "meta-llama/Llama-3.1-8B"
+PRICES = {"h100-sxm": 2.5, "h200-sxm": 3.5, "a100-sxm-80gb": 1.6, "l40s": 1.0, "l4": 0.5}
+
+
+def main() -> None:
+    arch = ModelCatalog(get_settings().models_dir).architecture(MODEL)
+    hardware = tuple(datasheet_spec(e) for e in datasheet_entries())
+    space = SearchSpace(hardware=hardware, max_model_len=(4096,), disaggregation=True)
+    objective = ServiceLevelObjective(
+        targets=(
+            LatencyTarget(metric="ttft", statistic="p95", limit_s=1.0),
+            LatencyTarget(metric="tpot", statistic="p95", limit_s=0.05),
+        )
+    )
+    started = time.perf_counter()
+    result = size(
+        arch,
+        model_name=MODEL,
+        space=space,
+        traffic=SizingTraffic(
+            rate_per_s=50.0, input_tokens=FixedLength(1024), output_tokens=FixedLength(256)
+        ),
+        objective=objective,
+        prices=PRICES,
+        measured={"h100-sxm": load_measured_profile()},
+    )
+    wall_s = time.perf_counter() - started
+    best = result.plans[0]
+    print(
+        f"sizing: {result.candidates_evaluated} candidates, {result.simulations} simulations, "
+        f"{wall_s:.2f} s wall ({result.candidates_evaluated / wall_s:.0f} candidates/s); best: "
+        f"{best.candidate.label} x{best.replicas} at ${best.cost_per_hour}/h "
+        f"(verified: {best.verified})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Auto-sizing: the cheapest deployment that meets an SLO at a target load (issue 8,
+modeling.md §3.11).
+
+=========================  ======================================================================
+``size``                   enumerate, prune, Tier A screen, replicas, cost, rank, verify
+``SearchSpace``            hardware, engines, parallel sizes and knob grids to search
+``SizingTraffic``          the forecast: rate, lengths, arrival process
+``Plan`` / ``Rejection``   a costed deployment, or a pruned candidate with its reason
+``replicas_needed``        ``ceil(target / (λ* × headroom))``
+``screen_curve``           Tier A: the largest per-replica rate meeting every target
+``vllm_args``              ``vllm serve`` / ``sglang.launch_server`` argument lists
+=========================  ======================================================================
+"""
+
+from service.core.sizing.engine_args import sglang_args, vllm_args
+from service.core.sizing.screen import (
+    UTILIZATION_CAP,
+    Miss,
+    ScreenResult,
+    TargetCurve,
+    screen_curve,
+    target_curves,
+)
+from service.core.sizing.search import (
+    DEFAULT_HEADROOM,
+    MAX_EXTRA_REPLICAS,
+    Plan,
+    Predicted,
+    Rejection,
+    SizingResult,
+    SizingTraffic,
+    replicas_needed,
+    size,
+)
+from service.core.sizing.space import Candidate, CandidateKind, SearchSpace, enumerate_candidates
+
+__all__ = [
+    "DEFAULT_HEADROOM",
+    "MAX_EXTRA_REPLICAS",
+    "UTILIZATION_CAP",
+    "Candidate",
+    "CandidateKind",
+    "Miss",
+    "Plan",
+    "Predicted",
+    "Rejection",
+    "ScreenResult",
+    "SearchSpace",
+    "SizingResult",
+    "SizingTraffic",
+    "TargetCurve",
+    "enumerate_candidates",
+    "replicas_needed",
+    "screen_curve",
+    "sglang_args",
+    "size",
+    "target_curves",
+    "vllm_args",
+]
