@@ -11,6 +11,7 @@ rates with one seed share their random numbers (common random numbers for capaci
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,14 +22,17 @@ from service.core.memory import MemoryPlan
 from service.core.simulation import (
     ClientOverheads,
     EngineConfig,
+    KVTransfer,
     Routing,
     SchedulingPolicy,
     SimulationResult,
     simulate,
+    simulate_disaggregated,
 )
 from service.core.simulation.adapters import steptime_adapter
 from service.core.traffic import (
     FixedLength,
+    HistogramLength,
     LengthDistribution,
     LogNormalLength,
     NormalLength,
@@ -36,10 +40,15 @@ from service.core.traffic import (
     Workload,
     closed_loop_workload,
     open_loop_workload,
+    trace_workload,
 )
+from service.core.traffic.traces import Trace, TraceError, check_trace, parse_trace
 from service.schemas.simulate import (
     MAX_EXPECTED_TOKENS,
+    MAX_REQUESTS,
+    DisaggregationIn,
     FixedLengthIn,
+    HistogramLengthIn,
     LengthIn,
     NormalLengthIn,
     TrafficIn,
@@ -57,6 +66,12 @@ class SimulationRun:
     overhead_s: float
     replicas: int
     warnings: list[str] = field(default_factory=list)
+    overheads: ClientOverheads = field(default_factory=ClientOverheads)
+    overheads_from_profile: bool = True
+    """True when no overheads were given and the profile's ``request_overhead_s`` stands in."""
+    transfer: KVTransfer | None = None
+    """The KV transfer of a disaggregated run (None otherwise)."""
+    transfer_bandwidth_from_hardware: bool = False
 
 
 def engine_config(memory: MemoryPlan, policy: SchedulingPolicy) -> tuple[EngineConfig, list[str]]:
@@ -93,6 +108,8 @@ def length_distribution(spec: LengthIn, clip_tokens: int) -> LengthDistribution:
         return FixedLength(spec.tokens)
     if isinstance(spec, UniformLengthIn):
         return UniformLength(spec.low_tokens, spec.high_tokens)
+    if isinstance(spec, HistogramLengthIn):
+        return HistogramLength.from_values(spec.tokens, spec.weights)
     upper = spec.max_tokens if spec.max_tokens is not None else max(clip_tokens, spec.min_tokens)
     if isinstance(spec, NormalLengthIn):
         return NormalLength(
@@ -117,7 +134,52 @@ def min_tokens(spec: LengthIn) -> int:
         return spec.tokens
     if isinstance(spec, UniformLengthIn):
         return spec.low_tokens
+    if isinstance(spec, HistogramLengthIn):
+        return min(spec.tokens)
     return spec.min_tokens
+
+
+def _unprocessable(detail: str, slug: str, *pointers: str) -> UnprocessableError:
+    return UnprocessableError(
+        detail,
+        slug=slug,
+        errors=[{"location": "body", "pointer": p, "detail": detail} for p in pointers],
+    )
+
+
+def traffic_trace(traffic: TrafficIn, *, pointer: str = "/traffic") -> Trace | None:
+    """The checked trace of ``traffic`` (None without one); a 422 points at the offending
+    entry, e.g. ``/traffic/trace/arrival_s/3``, or at ``/traffic/trace/file``."""
+    spec = traffic.trace
+    if spec is None:
+        return None
+    where = f"{pointer}/trace"
+    try:
+        if spec.file is not None:
+            assert spec.format is not None
+            trace = parse_trace(spec.file, spec.format, max_rows=MAX_REQUESTS)
+        else:
+            assert spec.arrival_s is not None
+            trace = check_trace(
+                np.asarray(spec.arrival_s, dtype=np.float64),
+                np.asarray(spec.input_tokens, dtype=np.int64),
+                np.asarray(spec.output_tokens, dtype=np.int64),
+            )
+    except TraceError as exc:
+        at = f"{where}/{exc.field}"
+        if exc.index is not None and exc.field != "file":
+            at = f"{at}/{exc.index}"
+        raise _unprocessable(str(exc), "invalid-trace", at) from None
+    unmeasured = traffic.warmup_requests + traffic.cooldown_requests
+    if unmeasured >= trace.size:
+        raise _unprocessable(
+            f"warmup_requests + cooldown_requests ({unmeasured}) must be below the trace's "
+            f"{trace.size} requests so that some are measured",
+            "invalid-trace",
+            f"{pointer}/warmup_requests",
+            f"{pointer}/cooldown_requests",
+        )
+    return trace
 
 
 def build_workload(
@@ -129,6 +191,36 @@ def build_workload(
 ) -> Workload:
     """Draw the requests, refusing runs that are too large or requests that cannot fit
     (422s point below ``pointer``)."""
+    timeout_s = traffic.timeout_s if traffic.timeout_s is not None else math.inf
+    trace = traffic_trace(traffic, pointer=pointer)
+    if trace is not None:
+        expected = float(np.sum(trace.input_tokens) + np.sum(trace.output_tokens))
+        if expected > MAX_EXPECTED_TOKENS:
+            raise _unprocessable(
+                f"the trace holds {expected:,.0f} tokens; one simulation is limited to "
+                f"{MAX_EXPECTED_TOKENS:,}",
+                "simulation-too-large",
+                f"{pointer}/trace",
+            )
+        over = np.flatnonzero(trace.input_tokens + trace.output_tokens > max_model_len)
+        if over.size:
+            i = int(over[0])
+            raise _unprocessable(
+                f"{over.size} trace requests exceed max_model_len ({max_model_len} tokens of "
+                f"prompt plus output), the first is request {i}",
+                "request-too-long",
+                f"{pointer}/trace/input_tokens/{i}"
+                if traffic.trace and traffic.trace.file is None
+                else f"{pointer}/trace/file",
+            )
+        return trace_workload(
+            arrival_s=trace.arrival_s,
+            prompt_tokens=trace.input_tokens,
+            output_tokens=trace.output_tokens,
+            timeout_s=timeout_s,
+            warmup_requests=traffic.warmup_requests,
+            cooldown_requests=traffic.cooldown_requests,
+        )
     prompt = length_distribution(
         traffic.input_tokens, max_model_len - min_tokens(traffic.output_tokens)
     )
@@ -146,9 +238,9 @@ def build_workload(
             ],
         )
     rng = np.random.default_rng(workload_seed)
-    timeout_s = traffic.timeout_s if traffic.timeout_s is not None else math.inf
     workload: Workload
     if traffic.mode == "open_loop":
+        assert traffic.arrival.process != "trace"  # the schema requires traffic.trace for it
         workload = open_loop_workload(
             num_requests=traffic.num_requests,
             rate_per_s=traffic.arrival.rate_per_s,
@@ -159,6 +251,7 @@ def build_workload(
             cv=traffic.arrival.cv,
             timeout_s=timeout_s,
             warmup_requests=traffic.warmup_requests,
+            cooldown_requests=traffic.cooldown_requests,
         )
     else:
         workload = closed_loop_workload(
@@ -170,6 +263,7 @@ def build_workload(
             think_time_s=traffic.think_time_s,
             timeout_s=timeout_s,
             warmup_requests=traffic.warmup_requests,
+            cooldown_requests=traffic.cooldown_requests,
         )
     too_long = int(np.sum(workload.prompt_tokens + workload.output_tokens > max_model_len))
     if too_long:
@@ -188,6 +282,32 @@ def build_workload(
     return workload
 
 
+def kv_transfer(
+    built: EngineModel, spec: DisaggregationIn, *, pointer: str = "/disaggregation"
+) -> tuple[KVTransfer, bool]:
+    """The KV hand-off of a disaggregated run and whether its bandwidth is the hardware
+    profile's interconnect: ``latency + prompt · kv_bytes_per_token_per_gpu / bandwidth``."""
+    bandwidth = spec.kv_transfer.bandwidth_bytes_per_s
+    from_hardware = bandwidth is None
+    if bandwidth is None:
+        link = built.hardware.interconnect
+        bandwidth = link.bandwidth_bytes_per_s if link is not None else None
+        if bandwidth is None:
+            raise _unprocessable(
+                f"{built.hardware.id} has no interconnect bandwidth; give "
+                "kv_transfer.bandwidth_bytes_per_s",
+                "missing-bandwidth",
+                f"{pointer}/kv_transfer/bandwidth_bytes_per_s",
+            )
+    transfer = KVTransfer(
+        latency_s=spec.kv_transfer.latency_s,
+        bandwidth_bytes_per_s=float(bandwidth),
+        kv_bytes_per_token=float(built.memory.kv_bytes_per_token_per_gpu),
+        first_token_after_transfer=spec.kv_transfer.first_token_after_transfer,
+    )
+    return transfer, from_hardware
+
+
 def run_simulation(
     built: EngineModel,
     traffic: TrafficIn,
@@ -196,29 +316,63 @@ def run_simulation(
     routing: Routing = "round_robin",
     policy: SchedulingPolicy = "vllm_v1",
     pointer: str = "/traffic",
+    overheads: ClientOverheads | None = None,
+    disaggregation: DisaggregationIn | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimulationRun:
     """Simulate ``replicas`` copies of the built engine under ``traffic`` (seeded by
-    ``traffic.seed``)."""
+    ``traffic.seed``), or with ``disaggregation`` a prefill pool and a decode pool (``routing``
+    spreads requests over the prefill pool). Without ``overheads`` the engine profile's
+    ``request_overhead_s`` is the client-side preprocessing overhead."""
     memory = built.memory
     engine, warnings = engine_config(memory, policy)
     # Independent streams for the requests and the router, both fixed by the seed.
     workload_seed, routing_seed = np.random.SeedSequence(traffic.seed).spawn(2)
     workload = build_workload(traffic, memory.max_model_len, workload_seed, pointer=pointer)
-    overhead_s = built.step_model.engine.request_overhead_s
-    result = simulate(
-        workload,
-        engine,
-        steptime_adapter(built.step_model),
-        replicas=replicas,
-        routing=routing,
-        routing_rng=np.random.default_rng(routing_seed),
-        overheads=ClientOverheads(preprocess_s=overhead_s),
-    )
+    from_profile = overheads is None
+    if overheads is None:
+        overheads = ClientOverheads(preprocess_s=built.step_model.engine.request_overhead_s)
+    step_time = steptime_adapter(built.step_model)
+    transfer: KVTransfer | None = None
+    from_hardware = False
+    if disaggregation is None:
+        result = simulate(
+            workload,
+            engine,
+            step_time,
+            replicas=replicas,
+            routing=routing,
+            routing_rng=np.random.default_rng(routing_seed),
+            overheads=overheads,
+            progress=progress,
+        )
+    else:
+        transfer, from_hardware = kv_transfer(built, disaggregation)
+        replicas = disaggregation.prefill_replicas + disaggregation.decode_replicas
+        result = simulate_disaggregated(
+            workload,
+            prefill=engine,
+            decode=engine,
+            prefill_step_time=step_time,
+            decode_step_time=step_time,
+            transfer=transfer,
+            prefill_replicas=disaggregation.prefill_replicas,
+            decode_replicas=disaggregation.decode_replicas,
+            prefill_routing=routing,
+            decode_routing=disaggregation.decode_routing,
+            routing_rng=np.random.default_rng(routing_seed),
+            overheads=overheads,
+            progress=progress,
+        )
     return SimulationRun(
         engine=engine,
         workload=workload,
         result=result,
-        overhead_s=overhead_s,
+        overhead_s=overheads.total_s,
         replicas=replicas,
         warnings=list(memory.warnings) + warnings,
+        overheads=overheads,
+        overheads_from_profile=from_profile,
+        transfer=transfer,
+        transfer_bandwidth_from_hardware=from_hardware,
     )

@@ -19,7 +19,7 @@ class LittlesLawIn(RequestModel):
     model: Literal["littles_law"]
     arrival_rate_per_s: float | None = Field(default=None, ge=0, examples=[10.0])
     residence_time_s: float | None = Field(default=None, ge=0, examples=[2.0])
-    in_flight: float | None = Field(default=None, ge=0)
+    in_flight: float | None = Field(default=None, ge=0, examples=[20.0])
 
     @model_validator(mode="after")
     def _two_of_three(self) -> LittlesLawIn:
@@ -39,13 +39,15 @@ class QueueIn(RequestModel):
     arrivals and service (Kingman / Allen–Cunneen approximations of the mean wait).
     """
 
-    model: Literal["mmc", "mg1", "ggc"]
+    model: Literal["mmc", "mg1", "ggc"] = Field(examples=["mmc"])
     arrival_rate_per_s: float = Field(gt=0, le=1e9, examples=[8.0])
     service_time_s: float = Field(gt=0, le=1e6, examples=[1.0])
     servers: int = Field(default=1, ge=1, le=100_000, examples=[10])
-    service_scv: float = Field(default=1.0, ge=0, le=1e4)
-    arrival_scv: float = Field(default=1.0, ge=0, le=1e4)
-    percentiles: list[Percentile] = Field(default=[0.5, 0.9, 0.95, 0.99], max_length=20)
+    service_scv: float = Field(default=1.0, ge=0, le=1e4, examples=[0.0, 1.0])
+    arrival_scv: float = Field(default=1.0, ge=0, le=1e4, examples=[1.0, 4.0])
+    percentiles: list[Percentile] = Field(
+        default=[0.5, 0.9, 0.95, 0.99], max_length=20, examples=[[0.5, 0.95]]
+    )
 
     @model_validator(mode="after")
     def _single_server_mg1(self) -> QueueIn:
@@ -62,10 +64,12 @@ class ContinuousBatchingIn(RequestModel):
     model: Literal["continuous_batching"]
     llm: ModelRef = Field(examples=["meta-llama/Llama-3.1-8B"])
     hardware: HardwareRef = Field(examples=["h100-sxm"])
-    deployment: DeploymentIn = Field(default_factory=DeploymentIn)
+    deployment: DeploymentIn = Field(
+        default_factory=DeploymentIn, examples=[{"tensor_parallel_size": 1}]
+    )
     arrival_rate_per_s: float = Field(gt=0, le=1e6, examples=[5.0])
-    input_tokens: int = Field(default=1024, ge=1, le=2**24)
-    output_tokens: int = Field(default=256, ge=1, le=2**24)
+    input_tokens: int = Field(default=1024, ge=1, le=2**24, examples=[1024])
+    output_tokens: int = Field(default=256, ge=1, le=2**24, examples=[256])
 
 
 QueueingRequest = Annotated[

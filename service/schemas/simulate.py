@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
@@ -24,18 +25,28 @@ MAX_EXPECTED_TOKENS = 200_000_000
 """Most prompt + output tokens one simulation may expect to process (mean lengths × requests)."""
 MAX_LENGTH_TOKENS = 2**24
 TIME_SERIES_POINTS = 200
+MAX_HISTOGRAM_VALUES = 10_000
+MAX_TRACE_FILE_CHARS = 8_000_000
+"""About 50,000 rows of a CSV or Mooncake JSONL trace."""
+
+
+class _In(RequestModel):
+    """Request parts whose attribute docstrings are their OpenAPI descriptions."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
 
 # ----------------------------------------------------------------------------- traffic
 
 
-class FixedLengthIn(RequestModel):
+class FixedLengthIn(_In):
     """Every request has exactly ``tokens`` tokens."""
 
     kind: Literal["fixed"]
     tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS, examples=[1024])
 
 
-class UniformLengthIn(RequestModel):
+class UniformLengthIn(_In):
     """Integers uniform on ``[low_tokens, high_tokens]``, both ends included."""
 
     kind: Literal["uniform"]
@@ -51,8 +62,9 @@ class UniformLengthIn(RequestModel):
         return self
 
 
-class _ClippedLengthIn(RequestModel):
-    min_tokens: int = Field(default=1, ge=1, le=MAX_LENGTH_TOKENS)
+class _ClippedLengthIn(_In):
+    min_tokens: int = Field(default=1, ge=1, le=MAX_LENGTH_TOKENS, examples=[16])
+    """Lower clip."""
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_LENGTH_TOKENS, examples=[4096])
     """Upper clip; unset clips at the deployment's ``max_model_len`` (minus one token for the
     other side of the request)."""
@@ -84,8 +96,49 @@ class LogNormalLengthIn(_ClippedLengthIn):
     cv: float = Field(ge=0, le=100, examples=[0.5])
 
 
+class HistogramLengthIn(_In):
+    """An empirical distribution: ``tokens[k]`` with probability ``weights[k] / Σ weights``."""
+
+    kind: Literal["histogram"]
+    tokens: list[Annotated[int, Field(ge=1, le=MAX_LENGTH_TOKENS)]] = Field(
+        min_length=1, max_length=MAX_HISTOGRAM_VALUES, examples=[[128, 512, 2048]]
+    )
+    """Observed lengths (repeats add their weights)."""
+    weights: list[Annotated[float, Field(ge=0, le=1e12)]] | None = Field(
+        default=None, max_length=MAX_HISTOGRAM_VALUES, examples=[[0.5, 0.3, 0.2]]
+    )
+    """Relative frequency of each of ``tokens`` (unset: equal)."""
+
+    @property
+    def min_tokens(self) -> int:
+        """The shortest length drawn."""
+        return min(self.tokens)
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest length drawn."""
+        return max(self.tokens)
+
+    @property
+    def mean_tokens(self) -> float:
+        """``Σ w t / Σ w``."""
+        weights = self.weights if self.weights is not None else [1.0] * len(self.tokens)
+        return sum(w * t for w, t in zip(weights, self.tokens, strict=True)) / sum(weights)
+
+    @model_validator(mode="after")
+    def _matching(self) -> HistogramLengthIn:
+        if self.weights is not None:
+            if len(self.weights) != len(self.tokens):
+                raise ValueError(
+                    f"weights has {len(self.weights)} entries, tokens has {len(self.tokens)}"
+                )
+            if sum(self.weights) <= 0:
+                raise ValueError("weights must have a positive sum")
+        return self
+
+
 LengthDistributionIn = Annotated[
-    FixedLengthIn | UniformLengthIn | NormalLengthIn | LogNormalLengthIn,
+    FixedLengthIn | UniformLengthIn | NormalLengthIn | LogNormalLengthIn | HistogramLengthIn,
     Field(discriminator="kind"),
 ]
 TokenCount = Annotated[int, Field(ge=1, le=MAX_LENGTH_TOKENS)]
@@ -95,6 +148,7 @@ _BY_KIND: dict[str, type[RequestModel]] = {
     "uniform": UniformLengthIn,
     "normal": NormalLengthIn,
     "lognormal": LogNormalLengthIn,
+    "histogram": HistogramLengthIn,
 }
 
 
@@ -109,7 +163,10 @@ def _one_error(exc: ValidationError) -> PydanticCustomError:
 def _validate_length(value: object, handler: ValidatorFunctionWrapHandler) -> object:
     """Dispatch on ``kind`` so a mistake is reported at the length's own pointer (a plain
     union would report one error per alternative, under synthetic path segments)."""
-    if isinstance(value, FixedLengthIn | UniformLengthIn | NormalLengthIn | LogNormalLengthIn):
+    if isinstance(
+        value,
+        FixedLengthIn | UniformLengthIn | NormalLengthIn | LogNormalLengthIn | HistogramLengthIn,
+    ):
         return value
     if isinstance(value, dict):
         kind = value.get("kind")
@@ -117,7 +174,7 @@ def _validate_length(value: object, handler: ValidatorFunctionWrapHandler) -> ob
         if model is None:
             raise PydanticCustomError(
                 "length_kind",
-                "kind must be one of fixed, uniform, normal, lognormal (got {kind})",
+                "kind must be one of fixed, uniform, normal, lognormal, histogram (got {kind})",
                 {"kind": repr(kind)},
             )
         try:
@@ -131,30 +188,80 @@ def _validate_length(value: object, handler: ValidatorFunctionWrapHandler) -> ob
 
 
 LengthIn = Annotated[TokenCount | LengthDistributionIn, WrapValidator(_validate_length)]
-"""A token count, or a distribution ``{"kind": "fixed" | "uniform" | "normal" | "lognormal",
-...}``."""
+"""A token count, or a distribution ``{"kind": "fixed" | "uniform" | "normal" | "lognormal" |
+"histogram", ...}``."""
 
 
-class ArrivalIn(RequestModel):
+class ArrivalIn(_In):
     """Open-loop send times: ``poisson`` (exponential gaps), ``gamma`` (gaps with coefficient of
-    variation ``cv``; > 1 is burstier than Poisson) or ``constant`` (equal gaps)."""
+    variation ``cv``; > 1 is burstier than Poisson), ``constant`` (equal gaps) or ``trace``
+    (the times of ``traffic.trace``)."""
 
-    process: Literal["poisson", "gamma", "constant"] = Field(
+    process: Literal["poisson", "gamma", "constant", "trace"] = Field(
         default="poisson", examples=["poisson", "gamma"]
     )
+    """How send times are drawn (``trace``: replayed from ``traffic.trace``)."""
     rate_per_s: float = Field(default=1.0, gt=0, le=1_000_000, examples=[5.0])
+    """Mean requests per second (not used by a trace)."""
     cv: float = Field(default=1.0, gt=0, le=100, examples=[2.0])
-    """Used by ``gamma`` only."""
+    """Coefficient of variation of the gaps, ``gamma`` only (vLLM bench ``--burstiness`` is
+    ``1/cv²``)."""
 
 
-class TrafficIn(RequestModel):
+class TraceIn(_In):
+    """A trace to replay, inline (``arrival_s``, ``input_tokens``, ``output_tokens``, equal
+    lengths, times in order and ``>= 0``) or as a file's text (``file`` with ``format``):
+    ``jsonl`` is the Mooncake trace, ``{"timestamp": ms, "input_length": n, "output_length":
+    m}`` per line; ``csv`` has a header with ``arrival_s`` or ``timestamp`` (seconds),
+    ``input_tokens`` (or ``input_length``) and ``output_tokens`` (or ``output_length``). File
+    times are shifted to start at 0. At most 50,000 requests."""
+
+    arrival_s: list[Annotated[float, Field(ge=0, le=10**9)]] | None = Field(
+        default=None, max_length=MAX_REQUESTS, examples=[[0.0, 0.1, 0.25, 0.4]]
+    )
+    """Send time of each request in seconds, in order."""
+    input_tokens: list[TokenCount] | None = Field(
+        default=None, max_length=MAX_REQUESTS, examples=[[512, 2048, 128, 1024]]
+    )
+    """Prompt tokens of each request."""
+    output_tokens: list[TokenCount] | None = Field(
+        default=None, max_length=MAX_REQUESTS, examples=[[64, 256, 32, 128]]
+    )
+    """Output tokens of each request."""
+    format: Literal["csv", "jsonl"] | None = Field(default=None, examples=["jsonl"])
+    """Format of ``file``."""
+    file: str | None = Field(
+        default=None,
+        max_length=MAX_TRACE_FILE_CHARS,
+        examples=['{"timestamp": 0, "input_length": 655, "output_length": 52}\n'],
+    )
+    """The trace file's text."""
+
+    @model_validator(mode="after")
+    def _one_form(self) -> TraceIn:
+        arrays = (self.arrival_s, self.input_tokens, self.output_tokens)
+        inline = any(a is not None for a in arrays)
+        if inline == (self.file is not None):
+            raise ValueError(
+                "give either arrival_s, input_tokens and output_tokens, or file with format"
+            )
+        if inline and any(a is None for a in arrays):
+            raise ValueError("an inline trace needs arrival_s, input_tokens and output_tokens")
+        if self.file is not None and self.format is None:
+            raise ValueError("give the file's format: csv or jsonl")
+        return self
+
+
+class TrafficIn(_In):
     """Who sends what, when. ``open_loop``: requests arrive by ``arrival`` whatever the service
     does. ``closed_loop``: ``concurrency`` clients each send their next request
     ``think_time_s`` after the previous one ends — the offered load then falls as the service
     slows, which can hide overload."""
 
     mode: Literal["open_loop", "closed_loop"] = Field(default="open_loop", examples=["open_loop"])
+    """``open_loop``: sends follow ``arrival``; ``closed_loop``: ``concurrency`` clients."""
     arrival: ArrivalIn = Field(default_factory=ArrivalIn)
+    """Open loop: the send-time process."""
     concurrency: int = Field(default=1, ge=1, le=100_000, examples=[32])
     """Clients of a closed loop (ignored for an open loop)."""
     think_time_s: float = Field(default=0.0, ge=0, le=86_400, examples=[0.0])
@@ -162,14 +269,23 @@ class TrafficIn(RequestModel):
     input_tokens: LengthIn = Field(
         default=1024, examples=[1024, {"kind": "uniform", "low_tokens": 512, "high_tokens": 1536}]
     )
+    """Prompt tokens per request: a number or a distribution."""
     output_tokens: LengthIn = Field(
         default=256, examples=[256, {"kind": "lognormal", "mean_tokens": 256.0, "cv": 0.8}]
     )
+    """Output tokens per request: a number or a distribution."""
     num_requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS, examples=[2000])
     """Requests in the run, warm-up included; at most 50,000 (the run happens inside the
     request)."""
     warmup_requests: int = Field(default=0, ge=0, le=MAX_REQUESTS, examples=[100])
     """The first requests load the system but are not measured."""
+    cooldown_requests: int = Field(default=0, ge=0, le=MAX_REQUESTS, examples=[100])
+    """The last requests (in send order) keep the system loaded while the measured ones drain,
+    but are not measured themselves: without them the measured tail runs on an emptying
+    engine."""
+    trace: TraceIn | None = None
+    """Replay these send times and lengths (open loop); ``num_requests``, ``arrival`` and the
+    length distributions then do not apply."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1, examples=[0])
     """Same seed, same request: the same response."""
     timeout_s: float | None = Field(default=None, gt=0, le=86_400 * 365, examples=[60.0])
@@ -177,29 +293,103 @@ class TrafficIn(RequestModel):
 
     @model_validator(mode="after")
     def _something_measured(self) -> TrafficIn:
-        if self.warmup_requests >= self.num_requests:
+        if self.trace is not None or self.arrival.process == "trace":
+            self._check_trace()
+        size = self.num_requests
+        if self.trace is not None and self.trace.arrival_s is not None:
+            size = len(self.trace.arrival_s)
+        elif self.trace is not None:
+            return self  # a file's length is known once it is read
+        unmeasured = self.warmup_requests + self.cooldown_requests
+        if unmeasured >= size:
             raise ValueError(
-                f"warmup_requests ({self.warmup_requests}) must be below num_requests "
-                f"({self.num_requests}) so that some requests are measured"
+                f"warmup_requests + cooldown_requests ({unmeasured}) must be below the number of "
+                f"requests ({size}) so that some requests are measured"
             )
         return self
 
+    def _check_trace(self) -> None:
+        if self.trace is None:
+            raise ValueError('arrival process "trace" needs traffic.trace')
+        if self.mode != "open_loop":
+            raise ValueError("a trace is replayed open loop; set mode to open_loop")
+        if "arrival" in self.model_fields_set and self.arrival.process != "trace":
+            raise ValueError(
+                f'with a trace the arrival process is "trace", not {self.arrival.process!r}'
+            )
+        if "num_requests" in self.model_fields_set:
+            raise ValueError("a trace sets the number of requests; leave num_requests out")
 
-class SloIn(RequestModel):
+
+class SloIn(_In):
     """Per-request targets; a request is good when it completed and meets every one given."""
 
     ttft_s: float | None = Field(default=None, gt=0, le=86_400, examples=[0.5])
+    """Most client-observed time to first token."""
     tpot_s: float | None = Field(default=None, gt=0, le=86_400, examples=[0.05])
+    """Most time per output token, ``(E2E − TTFT)/(N − 1)``."""
     e2e_s: float | None = Field(default=None, gt=0, le=86_400, examples=[30.0])
+    """Most client-observed end-to-end latency."""
 
 
-class SimulateRequest(RequestModel):
+class OverheadsIn(_In):
+    """Client-side latency outside the engine, added to every client-observed TTFT and E2E
+    (ITL and TPOT are gaps between tokens and do not change). Unset fields are 0."""
+
+    preprocess_s: float = Field(default=0.0, ge=0, le=3600, examples=[0.005])
+    """Tokenisation, validation and routing before the request reaches the engine queue."""
+    output_processing_s: float = Field(default=0.0, ge=0, le=3600, examples=[0.002])
+    """Detokenising and streaming the first output (first-output overhead)."""
+    network_rtt_s: float = Field(default=0.0, ge=0, le=3600, examples=[0.02])
+    """Client-server round trip (request leg plus response leg)."""
+
+
+class KVTransferIn(_In):
+    """Prefill-to-decode KV transfer per request: ``latency_s + prompt_tokens ·
+    kv_bytes_per_token / bandwidth_bytes_per_s``, with the KV bytes per token of one GPU (each
+    tensor-parallel rank sends its own shard over its own link)."""
+
+    latency_s: float = Field(default=0.0, ge=0, le=60, examples=[0.001])
+    """Fixed cost per transfer (handshake, first byte); 0 by default."""
+    bandwidth_bytes_per_s: float | None = Field(default=None, gt=0, le=1e13, examples=[50e9])
+    """Per-GPU link bandwidth, one direction; unset: the hardware profile's interconnect (pools
+    in one NVLink domain). Give the NIC bandwidth for pools on different nodes."""
+    first_token_after_transfer: bool = Field(default=False, examples=[False])
+    """False: the client sees the first token when the prefill replica emits it; true: only
+    once the KV has reached the decode replica."""
+
+
+class DisaggregationIn(_In):
+    """Prefill/decode disaggregation: ``prefill_replicas`` replicas run prompts and hand each
+    request's KV to one of ``decode_replicas`` replicas that generate the rest (both pools use
+    ``deployment``)."""
+
+    prefill_replicas: int = Field(default=1, ge=1, le=256, examples=[1])
+    """Replicas of the prefill pool (requests reach them by ``routing``)."""
+    decode_replicas: int = Field(default=1, ge=1, le=256, examples=[2])
+    """Replicas of the decode pool."""
+    decode_routing: Literal["round_robin", "random", "least_loaded"] = Field(
+        default="least_loaded", examples=["least_loaded"]
+    )
+    """How prefilled requests are spread over the decode pool."""
+    kv_transfer: KVTransferIn = Field(default_factory=KVTransferIn)
+    """The KV hand-off between the pools."""
+
+
+class SimulateRequest(_In):
     model: ModelRef = Field(examples=["meta-llama/Llama-3.1-8B"])
+    """A catalogue or custom model id, or an inline ``{"hf_config": {...}}``."""
     hardware: HardwareRef = Field(examples=["h100-sxm"])
-    deployment: DeploymentIn = Field(default_factory=DeploymentIn)
+    """A hardware profile id, or an inline GPU."""
+    deployment: DeploymentIn = Field(
+        default_factory=DeploymentIn, examples=[{"tensor_parallel_size": 1}]
+    )
+    """Engine and parallelism of each replica (unset fields take the engine's defaults)."""
     traffic: TrafficIn = Field(default_factory=TrafficIn)
+    """Who sends what, when."""
     replicas: int = Field(default=1, ge=1, le=256, examples=[1])
-    """Identical deployments behind one router."""
+    """Identical deployments behind one router (1 with ``disaggregation``, which sizes its
+    pools itself)."""
     routing: Literal["round_robin", "random", "least_loaded"] = Field(
         default="round_robin", examples=["round_robin", "least_loaded"]
     )
@@ -209,9 +399,15 @@ class SimulateRequest(RequestModel):
     """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching, or
     vLLM without chunked prefill."""
     slo: SloIn | None = None
-    use_measurements: bool = True
+    """Targets for goodput and attainment (unset: none)."""
+    overheads: OverheadsIn | None = None
+    """Client-side overheads; unset: the engine profile's fitted ``request_overhead_s`` as
+    preprocessing (HTTP, tokenisation and first-token streaming together)."""
+    disaggregation: DisaggregationIn | None = None
+    """Run prefill and decode on separate pools (unset: every replica does both)."""
+    use_measurements: bool = Field(default=True, examples=[True])
     """Use measured kernel tables when the profile has them (else datasheet roofline)."""
-    calibrated: bool = True
+    calibrated: bool = Field(default=True, examples=[True])
     """Apply the per-engine constants fitted on measured serving data."""
 
 
@@ -272,11 +468,39 @@ class EngineConfigOut(ResponseModel):
     engine_replicas: int = Field(examples=[1])
 
 
+class OverheadsOut(ResponseModel):
+    """The client-side overheads added to TTFT and E2E (``total_s``)."""
+
+    preprocess_s: float = Field(examples=[0.0326])
+    output_processing_s: float = Field(examples=[0.0])
+    network_rtt_s: float = Field(examples=[0.0])
+    total_s: float = Field(examples=[0.0326])
+    source: Literal["request", "engine_profile"] = Field(examples=["engine_profile"])
+    """``engine_profile``: the profile's fitted ``request_overhead_s``, taken as preprocessing."""
+
+
+class DisaggregationOut(ResponseModel):
+    """The two pools and the KV hand-off between them."""
+
+    prefill_replicas: int = Field(examples=[1])
+    decode_replicas: int = Field(examples=[2])
+    kv_bytes_per_token: int = Field(examples=[131_072])
+    """KV bytes per prompt token on one GPU (what each rank sends)."""
+    bandwidth_bytes_per_s: float = Field(examples=[450e9])
+    latency_s: float = Field(examples=[0.0])
+    bandwidth_source: Literal["request", "hardware_interconnect"]
+    transfer_s: LatencyOut
+    """Transfer time per measured request that went to a decode replica (not waiting for
+    blocks)."""
+
+
 class SimulateResponse(ResponseModel):
     """One simulated run, measured over the requests after the warm-up.
 
-    Latencies are client-observed: TTFT and E2E include ``request_overhead_s`` (HTTP,
-    tokenisation, first-token streaming), as ``/v1/performance``'s zero-load TTFT does.
+    ``ttft_s`` and ``e2e_s`` are client-observed: they add the client-side overheads
+    (``overheads``; ``request_overhead_s`` is their total) to the engine's own figures
+    ``engine_ttft_s`` and ``engine_e2e_s`` (send to first / last token inside the engine, queueing
+    included), as ``/v1/performance``'s zero-load TTFT does.
     TPOT is ``(E2E − TTFT)/(N − 1)`` per request; ITL pools every gap between streamed tokens.
     When ``stable`` is false the queue grows through the run: the latency statistics then depend
     on how long the run is and are withheld (``null``), and ``stability_reason`` says why;
@@ -294,9 +518,16 @@ class SimulateResponse(ResponseModel):
     itl_s: LatencyOut | None
     tpot_s: LatencyOut | None
     e2e_s: LatencyOut | None
+    engine_ttft_s: LatencyOut | None
+    """TTFT inside the engine: ``ttft_s`` without the client-side overheads."""
+    engine_e2e_s: LatencyOut | None
+    """E2E inside the engine: ``e2e_s`` without the client-side overheads."""
     queueing_delay_s: LatencyOut | None
     """Send to first scheduling, completed requests only (engine clock)."""
     request_overhead_s: float = Field(examples=[0.0326])
+    """Total client-side overhead per request (``overheads.total_s``)."""
+    overheads: OverheadsOut
+    disaggregation: DisaggregationOut | None = None
     offered_rate_per_s: float | None = Field(examples=[5.0])
     throughput_requests_per_s: float | None = Field(examples=[4.98])
     throughput_output_tokens_per_s: float | None = Field(examples=[1275.0])

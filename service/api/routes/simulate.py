@@ -8,21 +8,25 @@ block the event loop or other requests; the work one request may ask for is boun
 from __future__ import annotations
 
 import math
+from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 
 from service.api.deps import ReadAccess, SessionDep
 from service.api.engine_model import engine_model
+from service.api.errors import UnprocessableError
 from service.api.routes.models import CatalogIndexDep
-from service.api.simulation_runner import run_simulation
-from service.core.simulation import SLO, LatencyStats, SimulationResult
+from service.api.simulation_runner import SimulationRun, run_simulation
+from service.core.simulation import SLO, ClientOverheads, LatencyStats, SimulationResult
 from service.schemas.memory import AppliedDefaultOut
 from service.schemas.simulate import (
     TIME_SERIES_POINTS,
+    DisaggregationOut,
     EngineConfigOut,
     LatencyOut,
     LittlesLawOut,
+    OverheadsOut,
     SimulateRequest,
     SimulateResponse,
     StatName,
@@ -35,6 +39,106 @@ UNSTABLE_WARNING = (
     "the run is unstable (the queue grows): latency percentiles depend on the run length and "
     "are withheld; lower the rate or add capacity"
 )
+
+
+_SMALL: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm"}
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "poisson": {
+        "summary": "Open loop, Poisson arrivals at 4 requests/s",
+        "value": _SMALL
+        | {
+            "traffic": {
+                "arrival": {"process": "poisson", "rate_per_s": 4},
+                "input_tokens": 512,
+                "output_tokens": 64,
+                "num_requests": 200,
+                "warmup_requests": 20,
+            },
+            "slo": {"ttft_s": 0.5, "tpot_s": 0.05},
+        },
+    },
+    "bursty": {
+        "summary": "Bursty gamma arrivals (cv 2), lengths from distributions and a histogram",
+        "value": _SMALL
+        | {
+            "traffic": {
+                "arrival": {"process": "gamma", "rate_per_s": 4, "cv": 2},
+                "input_tokens": {"kind": "lognormal", "mean_tokens": 512, "cv": 0.5},
+                "output_tokens": {
+                    "kind": "histogram",
+                    "tokens": [16, 64, 256],
+                    "weights": [0.3, 0.5, 0.2],
+                },
+                "num_requests": 200,
+                "warmup_requests": 20,
+                "cooldown_requests": 20,
+            },
+            "overheads": {"preprocess_s": 0.005, "network_rtt_s": 0.02},
+        },
+    },
+    "closed_loop": {
+        "summary": "Closed loop: 8 clients, 1 s think time",
+        "value": _SMALL
+        | {
+            "traffic": {
+                "mode": "closed_loop",
+                "concurrency": 8,
+                "think_time_s": 1.0,
+                "input_tokens": 512,
+                "output_tokens": 64,
+                "num_requests": 120,
+                "warmup_requests": 16,
+            }
+        },
+    },
+    "trace": {
+        "summary": "Replay an inline trace",
+        "value": _SMALL
+        | {
+            "traffic": {
+                "trace": {
+                    "arrival_s": [0.0, 0.1, 0.25, 0.4, 0.9],
+                    "input_tokens": [512, 2048, 128, 1024, 300],
+                    "output_tokens": [64, 256, 32, 128, 16],
+                }
+            }
+        },
+    },
+    "trace_file": {
+        "summary": "Replay a Mooncake JSONL trace file (its text)",
+        "value": _SMALL
+        | {
+            "traffic": {
+                "trace": {
+                    "format": "jsonl",
+                    "file": (
+                        '{"timestamp": 0, "input_length": 655, "output_length": 52}\n'
+                        '{"timestamp": 350, "input_length": 672, "output_length": 26}\n'
+                        '{"timestamp": 900, "input_length": 655, "output_length": 52}\n'
+                    ),
+                }
+            }
+        },
+    },
+    "disaggregated": {
+        "summary": "Prefill/decode disaggregation: 1 prefill and 2 decode replicas",
+        "value": _SMALL
+        | {
+            "traffic": {
+                "arrival": {"process": "poisson", "rate_per_s": 4},
+                "input_tokens": 1024,
+                "output_tokens": 64,
+                "num_requests": 200,
+                "warmup_requests": 20,
+            },
+            "disaggregation": {
+                "prefill_replicas": 1,
+                "decode_replicas": 2,
+                "kv_transfer": {"latency_s": 0.001},
+            },
+        },
+    },
+}
 
 
 def _finite(value: float) -> float | None:
@@ -67,12 +171,55 @@ def _time_series(result: SimulationResult) -> TimeSeriesOut:
     )
 
 
+def _overheads_out(run: SimulationRun) -> OverheadsOut:
+    o = run.overheads
+    return OverheadsOut(
+        preprocess_s=o.preprocess_s,
+        output_processing_s=o.output_processing_s,
+        network_rtt_s=o.network_rtt_s,
+        total_s=o.total_s,
+        source="engine_profile" if run.overheads_from_profile else "request",
+    )
+
+
+def _disaggregation_out(body: SimulateRequest, run: SimulationRun) -> DisaggregationOut | None:
+    spec, transfer = body.disaggregation, run.transfer
+    if spec is None or transfer is None:
+        return None
+    r = run.result
+    moved = r.in_window & np.isfinite(r.transfer_start_s) & np.isfinite(r.transfer_end_s)
+    assert transfer.kv_bytes_per_token is not None
+    return DisaggregationOut(
+        prefill_replicas=spec.prefill_replicas,
+        decode_replicas=spec.decode_replicas,
+        kv_bytes_per_token=int(transfer.kv_bytes_per_token),
+        bandwidth_bytes_per_s=transfer.bandwidth_bytes_per_s,
+        latency_s=transfer.latency_s,
+        bandwidth_source="hardware_interconnect"
+        if run.transfer_bandwidth_from_hardware
+        else "request",
+        transfer_s=latency_out(
+            LatencyStats.of(np.asarray(r.transfer_end_s[moved] - r.transfer_start_s[moved]))
+        ),
+    )
+
+
 @router.post("/simulate", response_model=SimulateResponse)
 def simulate_serving(
-    body: SimulateRequest, session: SessionDep, index: CatalogIndexDep
+    body: Annotated[SimulateRequest, Body(openapi_examples=EXAMPLES)],
+    session: SessionDep,
+    index: CatalogIndexDep,
 ) -> SimulateResponse:
-    """Simulate a continuous-batching engine iteration by iteration under the given traffic:
-    TTFT, ITL, TPOT and E2E distributions, throughput, goodput, failures, stability."""
+    """Simulate a continuous-batching engine iteration by iteration under the given traffic
+    (Poisson, gamma, constant, closed loop or a replayed trace): TTFT, ITL, TPOT and E2E
+    distributions — client-observed and engine-internal — throughput, goodput, failures,
+    stability; optionally prefill/decode disaggregation."""
+    if body.disaggregation is not None and body.replicas != 1:
+        raise UnprocessableError(
+            "with disaggregation the pools set the replicas; leave replicas at 1",
+            slug="invalid-replicas",
+            errors=[{"location": "body", "pointer": "/replicas", "detail": "must be 1"}],
+        )
     built = engine_model(
         model_ref=body.model,
         hardware_ref=body.hardware,
@@ -90,6 +237,10 @@ def simulate_serving(
         replicas=body.replicas,
         routing=body.routing,
         policy=body.policy,
+        overheads=(
+            ClientOverheads(**body.overheads.model_dump()) if body.overheads is not None else None
+        ),
+        disaggregation=body.disaggregation,
     )
     engine, result, overhead_s, replicas = run.engine, run.result, run.overhead_s, run.replicas
     warnings = list(run.warnings)
@@ -134,8 +285,12 @@ def simulate_serving(
         itl_s=latency_out(summary.itl_s) if stable else None,
         tpot_s=latency_out(summary.tpot_s) if stable else None,
         e2e_s=latency_out(summary.e2e_s) if stable else None,
+        engine_ttft_s=latency_out(result.latency("engine_ttft")) if stable else None,
+        engine_e2e_s=latency_out(result.latency("engine_e2e")) if stable else None,
         queueing_delay_s=latency_out(summary.queueing_delay_completed_s) if stable else None,
         request_overhead_s=overhead_s,
+        overheads=_overheads_out(run),
+        disaggregation=_disaggregation_out(body, run),
         offered_rate_per_s=_finite(summary.offered_rate_per_s),
         throughput_requests_per_s=_finite(summary.throughput_requests_per_s),
         throughput_output_tokens_per_s=_finite(summary.throughput_output_tokens_per_s),
@@ -163,6 +318,18 @@ def simulate_serving(
         time_series=_time_series(result),
         defaults_applied=[
             AppliedDefaultOut.model_validate(d, from_attributes=True) for d in res.defaults
-        ],
+        ]
+        + (
+            [
+                AppliedDefaultOut(
+                    field="overheads",
+                    value=f"preprocess_s={overhead_s:.6g}",
+                    reason="the engine profile's fitted request_overhead_s (HTTP, tokenisation "
+                    "and first-token streaming together), taken as preprocessing",
+                )
+            ]
+            if run.overheads_from_profile
+            else []
+        ),
         warnings=warnings,
     )

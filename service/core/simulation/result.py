@@ -361,15 +361,63 @@ class SimulationResult:
             warnings=self.warnings,
         )
 
+    def _in_system_at(self, t_s: float) -> int:
+        """Requests sent at or before ``t_s`` that have not left by then (every request)."""
+        sent = int(np.count_nonzero(self.arrival_s <= t_s))
+        return sent - int(np.count_nonzero(self.exit_s <= t_s))
+
+    def _keeps_up_after_fill(self) -> tuple[bool | None, float, float]:
+        """The throughput test with the fill-up discounted: ``(verdict, W̄, span)``.
+
+        By conservation, sends minus completions over ``(t, we]`` equal the growth of the
+        number in the system ``B(we) − B(t)``. A run that starts (nearly) empty shows a shortfall
+        of about ``L = λ W̄`` while it fills up, however stable it is; counting from
+        ``t = ws + W̄`` (``W̄`` the mean residence of the measured completed requests) leaves
+        only growth. The shortfall may be ``2 %`` of the sends plus
+        ``max(5, 2 √L̄)`` requests of noise (``L̄`` the mean number in the system after ``t``; a
+        Poisson number has standard deviation ``√L``). ``None`` when the window is under
+        ``2 W̄``: too short to tell a growing queue from one still filling up.
+        """
+        ws, we = self.window_start_s, self.window_end_s
+        span = we - ws
+        done = self.in_window & self.ok
+        if not np.any(done):
+            return None, math.inf, span
+        residence = float(np.mean(self.exit_s[done] - self.arrival_s[done]))
+        start = ws + residence
+        if 2.0 * residence > span:
+            return None, residence, span
+        sent = int(np.count_nonzero((self.arrival_s > start) & (self.arrival_s <= we)))
+        completed = int(np.count_nonzero(self.ok & (self.finish_s > start) & (self.finish_s <= we)))
+        in_system = self._window_mean_in_system(start, we)
+        noise = max(_GROWTH_FLOOR, 2.0 * math.sqrt(max(in_system, 0.0)))
+        allowed = (1.0 - STABLE_THROUGHPUT_FRACTION) * sent + noise
+        return sent - completed <= allowed, residence, span
+
     def _stability(self, offered: float, throughput: float) -> tuple[bool, str]:
+        """Stable when the service keeps up with the sends and the queue does not grow.
+
+        Throughput below ``98 %`` of the offered rate is a growing queue unless the shortfall is
+        the system filling up (see :meth:`_keeps_up_after_fill`); when the window is too short
+        to tell, the run is called unstable and the reason says to measure longer.
+        """
         ws, we = self.window_start_s, self.window_end_s
         if not we > ws:
             return True, "window too short to judge"
         if throughput < STABLE_THROUGHPUT_FRACTION * offered:
-            return False, (
+            verdict, residence, span = self._keeps_up_after_fill()
+            reason = (
                 f"throughput {throughput:.4g}/s is below {STABLE_THROUGHPUT_FRACTION:.0%} of the "
                 f"offered {offered:.4g}/s"
             )
+            if verdict is None:
+                return False, (
+                    f"{reason}, and the window ({span:.4g} s) is under twice the mean residence "
+                    f"({residence:.4g} s): too short to tell a growing queue from one still "
+                    "filling up; measure more requests or add warm-up"
+                )
+            if not verdict:
+                return False, reason
         third = (we - ws) / 3.0
         first = self._window_mean_in_system(ws, ws + third)
         last = self._window_mean_in_system(we - third, we)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,27 @@ from service.core.traffic.workload import (
 
 _INF = math.inf
 _ROUTINGS = ("round_robin", "random", "least_loaded")
+# Progress reports per run (about).
+_PROGRESS_REPORTS = 100
+
+Progress = Callable[[int, int], None]
+"""``progress(finished, total)``: requests that have left the engines so far, of all."""
+
+
+def _finished(table: RequestTable) -> int:
+    return int(np.count_nonzero(table.status >= 0))
+
+
+def _advance_reporting(
+    engine: Engine, times_s: np.ndarray, table: RequestTable, progress: Progress
+) -> None:
+    """``engine.advance()`` in slices that end at every ``1/100``-th of its send times,
+    reporting after each (the same decisions as one call: each slice stops at a horizon)."""
+    stride = max(1, times_s.size // _PROGRESS_REPORTS)
+    for horizon in times_s[stride::stride].tolist():
+        engine.advance(horizon, False)
+        progress(_finished(table), table.size)
+    engine.advance()
 
 
 def _tighter(h: tuple[float, bool], t: float, inclusive: bool) -> tuple[float, bool]:
@@ -143,8 +165,11 @@ class _Coupled:
         closed: ClosedLoopWorkload | None,
         entry_pool: int,
         decode_pool: int | None,
+        progress: Progress | None = None,
     ) -> None:
         self.tab = table
+        self.progress = progress
+        self.report_every = max(1, table.size // _PROGRESS_REPORTS)
         self.pools = pools
         self.closed = closed
         self.entry = entry_pool
@@ -217,6 +242,7 @@ class _Coupled:
     def run(self) -> None:
         pools = self.pools
         tab = self.tab
+        routed = 0
         while True:
             progressed = False
             for i, pool in enumerate(pools):
@@ -252,6 +278,9 @@ class _Coupled:
                 if target.exits:  # rejected on arrival
                     self.collect(target)
                 progressed = True
+                routed += 1
+                if self.progress is not None and routed % self.report_every == 0:
+                    self.progress(_finished(tab), tab.size)
             if not progressed:
                 if any(p.next_send() < _INF for p in pools) or any(
                     e.next_decision_s() < _INF for p in pools for e in p.engines
@@ -340,6 +369,7 @@ def simulate(
     routing_rng: np.random.Generator | None = None,
     overheads: ClientOverheads | None = None,
     skip_decode_runs: bool = True,
+    progress: Progress | None = None,
 ) -> SimulationResult:
     """Simulate ``replicas`` identical engine replicas serving ``workload``.
 
@@ -362,6 +392,9 @@ def simulate(
     skip_decode_runs : bool
         Advance runs of identical pure-decode steps in one vectorised call. Results are
         identical either way; turning it off is for testing.
+    progress : callable, optional
+        ``progress(finished, total)`` is called about a hundred times during the run and once
+        at the end with ``finished == total`` (for progress bars); the result is the same.
 
     Returns
     -------
@@ -413,8 +446,13 @@ def simulate(
         for i, e in enumerate(engines):
             mine = ids[assignment == i]
             e.push_many(mine, workload.arrival_s[mine])
-            e.advance()
+            if progress is None:
+                e.advance()
+            else:
+                _advance_reporting(e, workload.arrival_s[mine], table, progress)
             e.exits.clear()
+        if progress is not None:
+            progress(table.size, table.size)
         return _collect_result(table, engines, roles, overhead_s=total_overhead, closed_loop=False)
     pool = _Pool(engines=engines, routing=routing, choices=choices)
     driver = _Coupled(
@@ -424,9 +462,12 @@ def simulate(
         closed=workload if isinstance(workload, ClosedLoopWorkload) else None,
         entry_pool=0,
         decode_pool=None,
+        progress=progress,
     )
     _start(driver, pool, workload, table)
     driver.run()
+    if progress is not None:
+        progress(table.size, table.size)
     return _collect_result(table, engines, roles, overhead_s=total_overhead, closed_loop=closed)
 
 
@@ -455,6 +496,7 @@ def simulate_disaggregated(
     routing_rng: np.random.Generator | None = None,
     overheads: ClientOverheads | None = None,
     skip_decode_runs: bool = True,
+    progress: Progress | None = None,
 ) -> SimulationResult:
     """Simulate prefill/decode disaggregation: a prefill pool, a KV transfer, a decode pool.
 
@@ -508,9 +550,12 @@ def simulate_disaggregated(
         closed=workload if isinstance(workload, ClosedLoopWorkload) else None,
         entry_pool=0,
         decode_pool=1,
+        progress=progress,
     )
     _start(driver, pools[0], workload, table)
     driver.run()
+    if progress is not None:
+        progress(table.size, table.size)
     roles = ("prefill",) * prefill_replicas + ("decode",) * decode_replicas
     return _collect_result(
         table,

@@ -17,7 +17,7 @@ analytic tier can use the same object.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -252,6 +252,38 @@ class HistogramLength:
         bins = rng.choice(counts.size, size=size, p=counts / counts.sum())
         lo, hi = edges[bins], edges[bins + 1]
         return (lo + np.floor(rng.random(size) * (hi - lo))).astype(np.int64)
+
+    @classmethod
+    def from_values(
+        cls, tokens: Sequence[int], weights: Sequence[float] | None = None
+    ) -> HistogramLength:
+        """Observed lengths ``tokens`` with relative frequencies ``weights`` (default equal):
+        unit-width bins at each distinct value, zero-count bins over the gaps, so a draw is
+        ``tokens[k]`` with probability ``weights[k] / Σ weights`` (repeated values add up).
+
+        Examples
+        --------
+        >>> h = HistogramLength.from_values([100, 300], [3.0, 1.0])
+        >>> h.bin_edges_tokens, h.counts, h.mean_tokens
+        ((100, 101, 300, 301), (3.0, 0.0, 1.0), 150.0)
+        """
+        values = np.asarray(tokens)
+        w = np.ones(values.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        if values.ndim != 1 or values.size == 0 or w.shape != values.shape:
+            raise ValueError("tokens must be non-empty and weights must match it in length")
+        if not np.issubdtype(values.dtype, np.integer):
+            raise ValueError("tokens must be integers")
+        distinct, where = np.unique(values.astype(np.int64), return_inverse=True)
+        summed = np.bincount(where, weights=w, minlength=distinct.size)
+        edges: list[int] = [int(distinct[0])]
+        counts: list[float] = []
+        for value, count in zip(distinct.tolist(), summed.tolist(), strict=True):
+            if edges[-1] != value:
+                edges.append(value)
+                counts.append(0.0)
+            edges.append(value + 1)
+            counts.append(float(count))
+        return cls(bin_edges_tokens=tuple(edges), counts=tuple(counts))
 
     @property
     def mean_tokens(self) -> float:

@@ -1,0 +1,72 @@
+"""Trace files and histogram lengths, against values written out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.core.traffic import HistogramLength
+from service.core.traffic.traces import TraceError, check_trace, parse_trace
+
+
+def test_mooncake_jsonl_times_are_milliseconds_from_the_first_request() -> None:
+    text = (
+        '{"timestamp": 27482, "input_length": 655, "output_length": 52, "hash_ids": [46, 47]}\n'
+        "\n"
+        '{"timestamp": 30000, "input_length": 672, "output_length": 26, "hash_ids": [46]}\n'
+    )
+    trace = parse_trace(text, "jsonl", max_rows=10)
+    assert trace.arrival_s.tolist() == pytest.approx([0.0, 2.518])
+    assert trace.input_tokens.tolist() == [655, 672]
+    assert trace.output_tokens.tolist() == [52, 26]
+
+
+def test_csv_accepts_burstgpt_style_headers_in_seconds() -> None:
+    text = "Timestamp,Model,Request tokens,Response tokens\n5,ChatGPT,100,20\n7.5,GPT-4,30,4\n"
+    trace = parse_trace(text, "csv", max_rows=10)
+    assert trace.arrival_s.tolist() == [0.0, 2.5]
+    assert trace.input_tokens.tolist() == [100, 30]
+    assert trace.output_tokens.tolist() == [20, 4]
+
+
+@pytest.mark.parametrize(
+    ("text", "fmt", "index"),
+    [
+        ('{"timestamp": 0, "input_length": 1}\n', "jsonl", 1),
+        ("not json\n", "jsonl", 1),
+        ("arrival_s,input_tokens\n0,1\n", "csv", 1),
+        ("arrival_s,input_tokens,output_tokens\n0,1,1\n0,x,1\n", "csv", 3),
+        ("arrival_s,input_tokens,output_tokens\n0,1,1\n0,1,1\n0,1,1\n", "csv", 4),
+    ],
+)
+def test_bad_files_name_the_line(text: str, fmt: str, index: int) -> None:
+    with pytest.raises(TraceError) as caught:
+        parse_trace(text, fmt, max_rows=2)  # type: ignore[arg-type]
+    assert caught.value.field == "file"
+    assert caught.value.index == index
+
+
+def test_check_trace_names_the_first_offender() -> None:
+    ok = np.array([1, 1, 1])
+    with pytest.raises(TraceError) as caught:
+        check_trace(np.array([0.0, 2.0, 1.0]), ok, ok)
+    assert (caught.value.field, caught.value.index) == ("arrival_s", 2)
+    with pytest.raises(TraceError) as caught:
+        check_trace(np.array([0.0, 1.0, 2.0]), ok, np.array([1, 2.5, 1]))
+    assert (caught.value.field, caught.value.index) == ("output_tokens", 1)
+    with pytest.raises(TraceError) as caught:
+        check_trace(np.array([0.0, 1.0]), ok, ok[:2])
+    assert caught.value.field == "input_tokens"
+
+
+def test_histogram_of_values_draws_exactly_those_values_by_weight() -> None:
+    hist = HistogramLength.from_values([300, 100, 100], [1.0, 2.0, 1.0])
+    # 100 has weight 3 of 4, 300 weight 1 of 4: mean 0.75 · 100 + 0.25 · 300 = 150.
+    assert hist.mean_tokens == 150.0
+    draws = hist.sample(40_000, np.random.default_rng(0))
+    assert set(np.unique(draws).tolist()) == {100, 300}
+    share = float(np.mean(draws == 300))
+    # Binomial(40,000, 1/4): standard deviation sqrt(0.25 · 0.75 / 40,000) ≈ 0.0022.
+    assert abs(share - 0.25) < 5 * 0.0022
+    with pytest.raises(ValueError, match="weights"):
+        HistogramLength.from_values([1, 2], [1.0])
