@@ -12,12 +12,8 @@ missed by the most, relatively).
   relative margin.
 * ``failure_rate = (timed out + rejected) / measured``. With ``max_failure_rate = 0`` the margin
   has no scale: its relative margin is ``+inf`` while no request fails and ``-inf`` otherwise.
-* Stability: the simulator judges a run unstable when its in-window throughput falls below 98 %
-  of the offered rate. In a short run that also happens in steady state, because the
-  ``λ·E[E2E]`` measured requests still in flight at the window's end (Little's law) complete
-  after it. :func:`boundary_corrected_stable` adds them back before comparing (an overload's
-  deficit grows with the window, this one does not), provided the window spans at least two
-  mean residences; the queue-growth verdict stands as is.
+* Stability is the simulator's verdict (:meth:`SimulationResult.summary`): an unstable run
+  misses the objective whatever its percentiles say.
 * Goodput counts measured requests that completed and meet the per-request limits of
   :meth:`ServiceLevelObjective.request_slo` (vLLM bench ``request_goodput``), per second of the
   window; the attainment check uses its own limits jointly (DistServe) over measured requests.
@@ -32,12 +28,10 @@ from typing import Literal
 import numpy as np
 
 from service.core.simulation import SLO, SimulationResult, SimulationSummary
-from service.core.simulation.result import STABLE_THROUGHPUT_FRACTION
 from service.core.slo.spec import AttainmentTarget, ServiceLevelObjective
 from service.core.steptime.openloop import OpenLoopEstimate
 
 Direction = Literal["max", "min"]
-WINDOW_RESIDENCES = 2.0
 """The boundary correction needs a window of at least this many mean residence times."""
 
 
@@ -198,25 +192,6 @@ def _common_checks(
     return checks
 
 
-def boundary_corrected_stable(summary: SimulationSummary) -> tuple[bool, str]:
-    """The summary's stability verdict with the end-of-window in-flight requests added back to
-    the throughput (module docstring)."""
-    if summary.stable or not summary.stability_reason.startswith("throughput"):
-        return summary.stable, summary.stability_reason
-    span = summary.window_end_s - summary.window_start_s
-    in_flight = summary.offered_rate_per_s * summary.e2e_completed_s.mean
-    residence = summary.e2e_completed_s.mean
-    if not (span > 0 and math.isfinite(in_flight)) or span < WINDOW_RESIDENCES * residence:
-        return summary.stable, summary.stability_reason
-    corrected = summary.throughput_requests_per_s + in_flight / span
-    if corrected >= STABLE_THROUGHPUT_FRACTION * summary.offered_rate_per_s:
-        return True, (
-            f"throughput {corrected:.4g}/s, counting the {in_flight:.3g} requests in flight at "
-            f"the window's end, keeps up with the offered {summary.offered_rate_per_s:.4g}/s"
-        )
-    return False, summary.stability_reason
-
-
 def evaluate_summary(
     summary: SimulationSummary,
     objective: ServiceLevelObjective,
@@ -263,7 +238,7 @@ def evaluate_summary(
         throughput_requests_per_s=throughput,
         attainment=attainment,
     )
-    stable, stability_reason = boundary_corrected_stable(summary)
+    stable, stability_reason = summary.stable, summary.stability_reason
     return _verdict(
         checks,
         stable=stable,
