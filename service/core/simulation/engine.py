@@ -35,6 +35,8 @@ transfer completions and deadlines. A step whose batch is all decodes and whose 
 provably repeat it (no completion, KV shortage, deadline or transfer before their start, and no
 arrival unless admission is blocked anyway) is extended into a *decode run*: the run's step times
 are evaluated in one vectorised call and its effects applied in closed form (modeling.md §3.8).
+A run also starts right after a step with prefills when that step leaves a batch of decodes that
+all just produced a token and nothing can be admitted (the next step would be the run's first).
 The result is identical to stepping one step at a time (``skip_decode_runs=False``), which the
 tests assert.
 """
@@ -44,6 +46,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -140,6 +143,7 @@ class _Plan:
     row: int
     pure_decode: bool
     admission_blocked: bool
+    preempted: bool
 
 
 @dataclass(slots=True, kw_only=True)
@@ -247,6 +251,12 @@ class Engine:
         self.log = StepLog()
         self.itl_extra_s: list[float] = []
         self.idle: list[tuple[float, float, int]] = []
+        # A model that can cost one step without arrays (``single_step_s``, equal to an
+        # element of its vectorised call) is called that way for single steps.
+        scalar = getattr(step_time, "single_step_s", None)
+        self._step_s: Callable[[int, float, int, int, int], float] | None = (
+            scalar if callable(scalar) else None
+        )
         # One-step feature buffers, reused for every single-step evaluation.
         self._features = (
             np.zeros(1, dtype=np.int64),
@@ -388,16 +398,55 @@ class Engine:
                 continue
             progressed = True
             exits_before = len(self.exits)
-            self._apply(plan)
+            all_emitted = self._apply(plan)
             if self.stop_on_exit and self.exits:
                 return True
-            if plan.pure_decode and self.skip and len(self.exits) == exits_before:
-                self._open_run(plan.admission_blocked)
-                self._continue_run(horizon_s, inclusive)
-                if self._run is not None:
-                    return True
-                if self.stop_on_exit and self.exits:
-                    return True
+            if not self.skip or len(self.exits) != exits_before:
+                continue
+            blocked = plan.admission_blocked
+            if not plan.pure_decode:
+                after = self._decodes_next(plan, all_emitted)
+                if after is None:
+                    continue
+                blocked = after
+            if self._run_cut_at_once(blocked):
+                continue
+            self._open_run(blocked)
+            self._continue_run(horizon_s, inclusive)
+            if self._run is not None:
+                return True
+            if self.stop_on_exit and self.exits:
+                return True
+
+    def _run_cut_at_once(self, admission_blocked: bool) -> bool:
+        """Whether a decode run starting now would stop before its first step (an arrival or
+        transfer at or before its start, unless arrivals are absorbed, or a deadline before
+        it); stepping then does the same with less work."""
+        t = self.t
+        absorb = admission_blocked and self.cap is None and not self.remote_kv
+        if not absorb and self._next_event() <= t:
+            return True
+        return self._next_deadline() < t
+
+    def _decodes_next(self, p: _Plan, all_emitted: bool) -> bool | None:
+        """After a step that was not pure decode: whether the next step provably is one of the
+        same batch (then with its ``admission_blocked``), or None.
+
+        It is when every running request was in the step and produced a token there (so each is
+        now a decode whose next token is a regular ITL sample), nothing was preempted, the batch
+        fits the budget whole, and no waiting request can be admitted: none waits, or the batch
+        is full or out of budget. The next decision would then schedule exactly that step (or
+        meet an arrival, deadline or block shortage first, where the run stops with no step).
+        """
+        if p.preempted or not all_emitted or self.remote_kv or self.prefill_only:
+            return None
+        batch = int(p.ids.size)
+        if batch != self.running.size or not (self.sarathi or batch <= self.budget):
+            return None
+        full = self.budget - batch <= 0 or batch >= self.max_seqs
+        if self.n_waiting and not full:
+            return None
+        return full
 
     def _idle_until_next_event(self, horizon_s: float, inclusive: bool) -> bool:
         """Jump the clock to the next arrival or transfer completion if the horizon allows."""
@@ -621,20 +670,25 @@ class Engine:
             row=row,
             pure_decode=not preempted and not adm and whole_batch and prefill_tokens == 0,
             admission_blocked=blocked,
+            preempted=preempted,
         )
 
     def _step_duration(
         self, prefill_tokens: int, attention: float, decodes: int, context: int, seqs: int
     ) -> float:
-        f = self._features
-        f[0][0], f[1][0], f[2][0], f[3][0], f[4][0] = (
-            prefill_tokens,
-            attention,
-            decodes,
-            context,
-            seqs,
-        )
-        duration = float(self.step_time(f[0], f[1], f[2], f[3], f[4])[0])
+        scalar = self._step_s
+        if scalar is not None:
+            duration = float(scalar(prefill_tokens, attention, decodes, context, seqs))
+        else:
+            f = self._features
+            f[0][0], f[1][0], f[2][0], f[3][0], f[4][0] = (
+                prefill_tokens,
+                attention,
+                decodes,
+                context,
+                seqs,
+            )
+            duration = float(self.step_time(f[0], f[1], f[2], f[3], f[4])[0])
         if not (duration > 0 and duration < _INF):
             raise ValueError(f"step time must be finite and > 0, got {duration}")
         self._last_duration = duration
@@ -826,7 +880,8 @@ class Engine:
 
     # ------------------------------------------------------------------ effects
 
-    def _apply(self, p: _Plan) -> None:
+    def _apply(self, p: _Plan) -> bool:
+        """Apply a decided step; returns whether every request in it produced a token."""
         tab = self.tab
         ids = p.ids
         end = p.end_s
@@ -865,6 +920,7 @@ class Engine:
         cols = self.log.columns
         cols["output_tokens"][p.row] = ne
         cols["itl_weight"][p.row] = weight
+        return ne == ids.size
 
     def _leave(self, done: np.ndarray, end: float) -> None:
         """Requests that finished (on a prefill worker: finished their prefill) at ``end``."""

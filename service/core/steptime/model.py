@@ -250,6 +250,24 @@ class StepTimeModel:
         memory = memory + rates.memory_time_s(elementwise)
         nbytes = nbytes + elementwise
 
+        comm = self.communication_s(tokens)
+        overhead = self.overhead_s(work.tokens, work.prefill_tokens)
+        total = compute + memory + comm + overhead
+        return StepTime(
+            total_s=total,
+            compute_s=compute,
+            memory_s=memory,
+            communication_s=np.asarray(comm, dtype=np.float64),
+            overhead_s=overhead,
+            flops=flops,
+            bytes=nbytes,
+        )
+
+    def communication_s(self, tokens: FloatArray) -> FloatArray:
+        """Collective time of steps with ``tokens`` tokens per data-parallel rank: TP
+        all-reduces, EP all-to-alls and pipeline hand-offs (see the module docstring)."""
+        inv = self.inventory
+        a_b = inv.activation_bytes
         link = self.link_bandwidth_bytes_per_s
         comm = inv.all_reduces_per_step * all_reduce_time_s(
             tokens * inv.hidden_size * a_b,
@@ -268,23 +286,20 @@ class StepTimeModel:
             comm = comm + (inv.pipeline_parallel_size - 1) * point_to_point_time_s(
                 tokens * inv.hidden_size * a_b, link_bandwidth_bytes_per_s=link
             )
+        return np.asarray(comm, dtype=np.float64)
+
+    def overhead_s(self, tokens: FloatArray, prefill_tokens: FloatArray) -> FloatArray:
+        """The engine's CPU time of steps with ``tokens`` tokens in all (``prefill_tokens`` of
+        them prompt tokens): the per-step overhead, plus per-layer launches when the step is
+        not replayed from a CUDA graph."""
         eng = self.engine
-        eager = np.logical_or(not self.cuda_graphs, work.tokens > eng.cuda_graph_max_tokens)
+        eager = np.logical_or(not self.cuda_graphs, tokens > eng.cuda_graph_max_tokens)
         if eng.cuda_graph_decode_only:
-            eager = eager | (work.prefill_tokens > 0)
-        overhead = np.where(work.tokens > 0, eng.step_overhead_s, 0.0) + np.where(
-            eager & (work.tokens > 0), eng.eager_overhead_per_layer_s * inv.num_layers, 0.0
+            eager = eager | (prefill_tokens > 0)
+        overhead: FloatArray = np.where(tokens > 0, eng.step_overhead_s, 0.0) + np.where(
+            eager & (tokens > 0), eng.eager_overhead_per_layer_s * self.inventory.num_layers, 0.0
         )
-        total = compute + memory + comm + overhead
-        return StepTime(
-            total_s=total,
-            compute_s=compute,
-            memory_s=memory,
-            communication_s=np.asarray(comm, dtype=np.float64),
-            overhead_s=overhead,
-            flops=flops,
-            bytes=nbytes,
-        )
+        return overhead
 
 
 def build_step_model(
