@@ -13,6 +13,7 @@ from typing import Annotated, NoReturn
 import numpy as np
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from service import __version__
@@ -39,7 +40,9 @@ from service.core.traffic import (
     OpenLoopWorkload,
     closed_loop_workload,
     open_loop_workload,
+    trace_workload,
 )
+from service.core.traffic.traces import TraceError, TraceFormat, parse_trace
 from service.db import migrate
 from service.db.engine import make_engine, make_sessionmaker, transaction
 from service.db.repository import ApiKeyRepository
@@ -456,10 +459,21 @@ def simulate(
     seed: Annotated[int, typer.Option()] = 0,
     tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
     max_model_len: Annotated[int | None, typer.Option()] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="Replay a trace file: Mooncake JSONL (.jsonl) or CSV with arrival_s/timestamp, "
+            "input_tokens, output_tokens.",
+        ),
+    ] = None,
 ) -> None:
     """Simulate one engine replica request by request (continuous batching, paged KV)."""
-    if (rate is None) == (concurrency is None):
-        console.print("[red]give exactly one of --rate (open loop) or --concurrency (closed)[/]")
+    if (rate is None) + (concurrency is None) + (trace is None) != 2:
+        console.print(
+            "[red]give exactly one of --rate (open loop), --concurrency (closed) or --trace[/]"
+        )
         raise typer.Exit(code=1)
     plan, step_model = _engine_for(
         model, gpu, Deployment(tensor_parallel_size=tp, max_model_len=max_model_len)
@@ -475,7 +489,21 @@ def simulate(
     prompt, output = FixedLength(input_tokens), FixedLength(output_tokens)
     warmup = num_requests // 10
     workload: OpenLoopWorkload | ClosedLoopWorkload
-    if rate is not None:
+    if trace is not None:
+        fmt: TraceFormat = "jsonl" if trace.suffix.lower() in (".jsonl", ".json") else "csv"
+        try:
+            rows = parse_trace(trace.read_text(encoding="utf-8"), fmt, max_rows=50_000)
+        except TraceError as exc:
+            console.print(f"[red]{trace}: {exc}[/]")
+            raise typer.Exit(code=1) from None
+        num_requests = rows.size
+        workload = trace_workload(
+            arrival_s=rows.arrival_s,
+            prompt_tokens=rows.input_tokens,
+            output_tokens=rows.output_tokens,
+            warmup_requests=num_requests // 10,
+        )
+    elif rate is not None:
         workload = open_loop_workload(
             num_requests=num_requests,
             rate_per_s=rate,
@@ -496,9 +524,25 @@ def simulate(
         )
         console.print(f"[yellow]{CLOSED_LOOP_WARNING}[/]")
     overheads = ClientOverheads(preprocess_s=step_model.engine.request_overhead_s)
-    with console.status(f"simulating {num_requests:,} requests ..."):
+    with Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("simulate", total=num_requests)
+
+        def advance(finished: int, total: int) -> None:
+            bar.update(task, completed=finished, total=total)
+
         summary = run_simulation(
-            workload, engine, steptime_adapter(step_model), overheads=overheads
+            workload,
+            engine,
+            steptime_adapter(step_model),
+            overheads=overheads,
+            progress=advance,
         ).summary()
     table = Table("metric", "mean", "p50", "p95", "p99", title=f"{model} on {gpu}")
     for name, stats in (
@@ -518,6 +562,219 @@ def simulate(
         f"{summary.completed}/{summary.measured}, timed out {summary.timed_out}, rejected "
         f"{summary.rejected}, preemptions {summary.preemptions}; {verdict}"
     )
+
+
+def _size_usage_error(message: str) -> NoReturn:
+    """Print ``message`` (no markup, never wrapped) and exit with click's usage-error code."""
+    from rich.text import Text
+
+    console.print(Text(message, style="red"), soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+def _parse_prices(values: list[str], gpus: Iterable[str]) -> dict[str, float]:
+    """``GPU=USD`` items (per GPU-hour) for GPUs in the search, each at most once."""
+    import math
+
+    known = set(gpus)
+    prices: dict[str, float] = {}
+    for value in values:
+        gpu, sep, text = (part.strip() for part in value.partition("="))
+        if not sep or not gpu or not text:
+            _size_usage_error(
+                f"--price {value!r}: expected GPU=USD per GPU-hour (e.g. h100-sxm=2.5)"
+            )
+        try:
+            price = float(text)
+        except ValueError:
+            _size_usage_error(f"--price {value!r}: {text!r} is not a number")
+        if not (math.isfinite(price) and price > 0):
+            _size_usage_error(f"--price {value!r}: the price must be > 0 per GPU-hour")
+        if gpu not in known:
+            _size_usage_error(
+                f"--price {value!r}: {gpu!r} is not among the GPUs searched "
+                f"({', '.join(sorted(known))})"
+            )
+        if gpu in prices:
+            _size_usage_error(f"--price: {gpu!r} is given twice")
+        prices[gpu] = price
+    return prices
+
+
+def _ms(value: float) -> str:
+    ms = value * 1e3
+    if ms == float("inf"):
+        return "inf"
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.1f} ms"
+
+
+@app.command("size")
+def size_command(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    rate: Annotated[float, typer.Option(help="Target load: Poisson arrivals per second.")],
+    slo: Annotated[
+        str,
+        typer.Option(
+            help="Targets separated by commas, e.g. ttft_p95=1s,tpot_p95=50ms,"
+            "max_failure_rate=0.01: <metric>_<stat>=<duration> with metric ttft, itl, tpot or "
+            "e2e, stat mean, p50, p90, p95 or p99, unit s, ms or us."
+        ),
+    ],
+    gpu: Annotated[
+        list[str] | None,
+        typer.Option("--gpu", help="Datasheet profile to consider; repeat (default: all)."),
+    ] = None,
+    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    price: Annotated[
+        list[str] | None,
+        typer.Option("--price", help="GPU=USD per GPU-hour, e.g. h100-sxm=2.5; repeat."),
+    ] = None,
+    headroom: Annotated[
+        float, typer.Option(help="Plan each replica at this fraction of its Tier A capacity.")
+    ] = 0.85,
+    max_gpus: Annotated[
+        int | None, typer.Option(min=1, help="Most GPUs a plan may use in total.")
+    ] = None,
+    disaggregation: Annotated[
+        bool, typer.Option("--disaggregation", help="Also size prefill/decode pool pairs.")
+    ] = False,
+    tp: Annotated[
+        list[int] | None,
+        typer.Option("--tp", min=1, help="Allowed tensor_parallel_size; repeat (default 1 2 4 8)."),
+    ] = None,
+    engine: Annotated[
+        list[str] | None, typer.Option("--engine", help="vllm, sglang or trtllm; repeat.")
+    ] = None,
+    verify_top: Annotated[
+        int, typer.Option(min=0, help="Plans to verify by simulating every replica.")
+    ] = 3,
+) -> None:
+    """The cheapest deployments that serve --rate within --slo, ranked, from the datasheet GPUs."""
+    import shlex
+    from collections import Counter
+
+    from service.api.routes.sizing import default_max_model_len
+    from service.core.sizing import SearchSpace, SizingTraffic, sglang_args, size, vllm_args
+    from service.core.sizing.slo_text import parse_slo
+
+    try:
+        objective = parse_slo(slo)
+    except ValueError as exc:
+        _size_usage_error(f"--slo: {exc}")
+    if not rate > 0 or rate == float("inf"):
+        _size_usage_error(f"--rate must be a finite number > 0, got {rate:g}")
+    if not 0 < headroom <= 1:
+        _size_usage_error(f"--headroom must be in (0, 1], got {headroom:g}")
+    arch = _architecture(model)
+    if gpu:
+        hardware = tuple(_datasheet_gpu(g) for g in dict.fromkeys(gpu))
+    else:
+        hardware = tuple(datasheet_spec(e) for e in datasheet_entries())
+    prices = _parse_prices(price or [], (h.id for h in hardware))
+    measured = (
+        {"h100-sxm": load_measured_profile()} if any(h.id == "h100-sxm" for h in hardware) else {}
+    )
+    try:
+        space = SearchSpace(
+            hardware=hardware,
+            engines=tuple(dict.fromkeys(engine or ["vllm"])),
+            tensor_parallel=tuple(dict.fromkeys(tp or [1, 2, 4, 8])),
+            max_model_len=(default_max_model_len(input_tokens, output_tokens),),
+            disaggregation=disaggregation,
+            max_gpus=max_gpus,
+        )
+        traffic = SizingTraffic(
+            rate_per_s=rate,
+            input_tokens=FixedLength(input_tokens),
+            output_tokens=FixedLength(output_tokens),
+        )
+    except ValueError as exc:
+        _size_usage_error(str(exc))
+    with console.status(f"sizing {model} for {rate:g} requests/s ..."):
+        result = size(
+            arch,
+            model_name=model,
+            space=space,
+            traffic=traffic,
+            objective=objective,
+            prices=prices,
+            measured=measured,
+            headroom=headroom,
+            verify_top=verify_top,
+        )
+    console.print(
+        f"{model} at {result.target_rate_per_s:g} requests/s ({input_tokens} in, "
+        f"{output_tokens} out), headroom {result.headroom:g}: {result.plans_found} plans from "
+        f"{result.candidates_evaluated} candidates, {result.simulations} simulations, "
+        f"{result.elapsed_s:.1f} s",
+        soft_wrap=True,
+    )
+    if result.plans:
+        table = Table(
+            "#",
+            "plan",
+            "GPUs",
+            "$/hour",
+            "$/M tok",
+            "TTFT p95",
+            "TPOT p95",
+            "util",
+            "binding",
+            "by",
+            title=f"plans, cheapest first (max_model_len {space.max_model_len[0]})",
+        )
+        table.columns[1].no_wrap = True
+        for rank, plan in enumerate(result.plans, 1):
+            predicted = plan.simulation or plan.tier_a
+            gpus = (
+                f"({plan.prefill_replicas}P+{plan.decode_replicas}D)×{plan.gpus_per_replica}"
+                if plan.prefill_replicas is not None
+                else f"{plan.replicas}×{plan.gpus_per_replica}"
+            )
+            cost, per_token = plan.cost_per_hour, plan.cost_per_million_output_tokens
+            table.add_row(
+                str(rank),
+                plan.candidate.brief(engine=len(space.engines) > 1),
+                gpus,
+                f"{cost:,.2f}" if cost is not None else "no price",
+                f"{per_token:,.3f}" if per_token is not None else "-",
+                _ms(predicted.ttft_p95_s) if predicted else "-",
+                _ms(predicted.tpot_p95_s) if predicted else "-",
+                f"{plan.utilization:.0%}",
+                plan.binding,
+                "sim" if plan.verified else "tier A",
+            )
+        console.print(table)
+        best = result.plans[0]
+        res = best.memory.deployment
+        if best.prefill_replicas is not None:
+            launches = [
+                ("prefill", vllm_args(model, res, role="prefill")),
+                ("decode", vllm_args(model, res, role="decode")),
+            ]
+        else:
+            launches = [("vllm", vllm_args(model, res)), ("sglang", sglang_args(model, res))]
+        for name, args in launches:
+            console.print(f"#1 {name}: {shlex.join(args)}", soft_wrap=True, markup=False)
+    if result.rejected:
+        console.print(
+            f"rejected {len(result.rejected)} of {result.candidates_evaluated} candidates:",
+            soft_wrap=True,
+        )
+        counts = Counter(r.reason for r in result.rejected)
+        for reason, count in counts.items():
+            example = next(r for r in result.rejected if r.reason == reason)
+            console.print(
+                f"  {reason}: {count}, e.g. {example.candidate.label}: {example.detail}",
+                soft_wrap=True,
+                markup=False,
+            )
+    for warning in result.warnings:
+        console.print(f"warning: {warning}", style="yellow", soft_wrap=True, markup=False)
+    if not result.plans:
+        console.print("[red]no candidate meets the SLO at this rate[/]")
+        raise typer.Exit(code=1)
 
 
 def main() -> None:

@@ -224,3 +224,22 @@ def test_simulate_open_and_closed_loop() -> None:
     assert "closed loop" in closed.output.lower()
     both = runner.invoke(app, [*base, "--rate", "1", "--concurrency", "2"])
     assert both.exit_code == 1
+
+
+def test_simulate_replays_a_trace_file(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        "".join(
+            f'{{"timestamp": {250 * k}, "input_length": 256, "output_length": 16}}\n'
+            for k in range(40)
+        )
+    )
+    base = ["simulate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"]
+    result = runner.invoke(app, [*base, "--trace", str(trace)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "completed 36/36" in result.output  # 40 requests, the first 10 % are warm-up
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s,input_tokens,output_tokens\n1,256,16\n0,256,16\n")
+    refused = runner.invoke(app, [*base, "--trace", str(bad)], env={"COLUMNS": "200"})
+    assert refused.exit_code == 1
+    assert "in order" in refused.output

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from service.core.dtypes import bytes_for
 from service.core.memory.units import cdiv
@@ -68,11 +69,16 @@ class WeightFormat:
 
     def tensor_bytes(self, rows: int, cols: int, *, shards: int = 1) -> int:
         """Bytes of a ``rows x cols`` (``N x K``) matrix on one GPU in this format."""
-        return sum(b for _, b in self._terms(rows, cols, shards))
+        return _priced(self, rows, cols, shards)[0]
 
     def formula(self, rows: int, cols: int, *, shards: int = 1) -> str:
         """The byte terms of :meth:`tensor_bytes` with the numbers substituted."""
-        return " + ".join(text for text, _ in self._terms(rows, cols, shards))
+        return _priced(self, rows, cols, shards)[1]
+
+    def priced(self, rows: int, cols: int, *, shards: int = 1) -> tuple[int, str]:
+        """:meth:`tensor_bytes` and :meth:`formula` together (memoised: a model repeats the
+        same few shapes in every layer, and searches price the same model many times)."""
+        return _priced(self, rows, cols, shards)
 
     def _terms(self, n: int, k: int, shards: int) -> list[tuple[str, int]]:
         kind = self.kind
@@ -121,6 +127,13 @@ class WeightFormat:
         return [(f"{n}·{k}/2 B", cdiv(n * k, 2)), (f"4·⌈{n}·{k}/64⌉ B absmax", 4 * cdiv(n * k, 64))]
 
 
+@lru_cache(maxsize=4096)
+def _priced(fmt: WeightFormat, n: int, k: int, shards: int) -> tuple[int, str]:
+    terms = fmt._terms(n, k, shards)
+    return sum(b for _, b in terms), " + ".join(text for text, _ in terms)
+
+
+@lru_cache(maxsize=64)
 def element_text(dtype: str) -> str:
     """Bytes per element of ``dtype`` as printed in formulas (``"2"``, ``"0.5"``)."""
     return f"{bytes_for(8, dtype) / 8:g}"

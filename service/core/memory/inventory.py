@@ -22,6 +22,7 @@ config's ignore list can be matched against them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from service.core.architecture import (
     Architecture,
@@ -32,10 +33,24 @@ from service.core.architecture import (
     MoeMlp,
     MultiHeadAttention,
 )
-from service.core.memory.deployment import ResolvedDeployment
 from service.core.memory.sharding import kv_heads_per_rank, local_experts, padded_vocab_per_rank
 
-__all__ = ["WeightTensor", "stage_tensors"]
+__all__ = ["ShardingView", "WeightTensor", "stage_tensors"]
+
+
+class ShardingView(Protocol):
+    """The parallel layout the weight inventory reads (a ``ResolvedDeployment`` is one)."""
+
+    @property
+    def tensor_parallel_size(self) -> int: ...
+    @property
+    def pipeline_parallel_size(self) -> int: ...
+    @property
+    def expert_parallel_size(self) -> int: ...
+    @property
+    def moe_tensor_parallel_size(self) -> int: ...
+    @property
+    def enable_expert_parallel(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,7 +206,7 @@ def _ffn(
     return out
 
 
-def _mlp(arch: Architecture, layer: DecoderLayer, res: ResolvedDeployment) -> list[WeightTensor]:
+def _mlp(arch: Architecture, layer: DecoderLayer, res: ShardingView) -> list[WeightTensor]:
     h = arch.hidden_size
     tp = res.tensor_parallel_size
     _, pre, _ = _prefixes(arch, layer.index)
@@ -274,7 +289,7 @@ def _mlp(arch: Architecture, layer: DecoderLayer, res: ResolvedDeployment) -> li
 
 
 def stage_tensors(
-    arch: Architecture, res: ResolvedDeployment, layers: range, *, first: bool, last: bool
+    arch: Architecture, res: ShardingView, layers: range, *, first: bool, last: bool
 ) -> list[WeightTensor]:
     """Every weight tensor of the pipeline stage holding ``layers``, per GPU."""
     tp = res.tensor_parallel_size

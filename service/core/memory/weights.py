@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 
 from service.core.architecture import Architecture, LatentAttention, MoeMlp, MultiHeadAttention
 from service.core.dtypes import bytes_for
@@ -26,6 +27,7 @@ from service.core.memory.deployment import ResolvedDeployment
 from service.core.memory.formats import FormatKind, element_text
 from service.core.memory.inventory import WeightTensor, stage_tensors
 from service.core.memory.ledger import LineItem
+from service.core.memory.scheme import WeightScheme
 from service.core.memory.sharding import local_experts
 
 __all__ = ["COMPONENT_TITLES", "WeightLedger", "weight_ledger"]
@@ -54,17 +56,50 @@ class WeightLedger:
         return sum(i.bytes_per_gpu for i in self.items)
 
 
-def _price(t: WeightTensor, res: ResolvedDeployment) -> tuple[int, str]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Layout:
+    """What the weight ledger reads of a resolved deployment, and so its cache key: the
+    scheduler and KV knobs (``max_model_len``, ``kv_cache_dtype``, token budget, memory
+    fraction) do not change the weights."""
+
+    engine: str
+    dtype: str
+    weights: WeightScheme
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    expert_parallel_size: int
+    moe_tensor_parallel_size: int
+    enable_expert_parallel: bool
+
+    @classmethod
+    def of(cls, res: ResolvedDeployment) -> _Layout:
+        return cls(
+            engine=res.engine,
+            dtype=res.dtype,
+            weights=res.weights,
+            tensor_parallel_size=res.tensor_parallel_size,
+            pipeline_parallel_size=res.pipeline_parallel_size,
+            expert_parallel_size=res.expert_parallel_size,
+            moe_tensor_parallel_size=res.moe_tensor_parallel_size,
+            enable_expert_parallel=res.enable_expert_parallel,
+        )
+
+
+def _price(t: WeightTensor, res: _Layout) -> tuple[int, str]:
     """Bytes of ``t`` (all copies) and its formula term."""
     if not t.linear:
-        dtype = t.dtype or res.dtype
-        elements = t.rows * t.cols * t.copies
-        size = bytes_for(elements, dtype)
-        dims = f"{t.rows}" if t.cols == 1 else f"{t.rows}·{t.cols}"
-        return size, f"{t.name} {dims}·{element_text(dtype)} B"
+        return _price_plain(t.name, t.rows, t.cols, t.copies, t.dtype or res.dtype)
     fmt = res.weights.format_for(t.module, linear=True, expert=t.expert)
-    size = t.copies * fmt.tensor_bytes(t.rows, t.cols, shards=t.shards)
-    return size, f"{t.name} ({fmt.formula(t.rows, t.cols, shards=t.shards)})"
+    size, formula = fmt.priced(t.rows, t.cols, shards=t.shards)
+    return t.copies * size, f"{t.name} ({formula})"
+
+
+@lru_cache(maxsize=4096)
+def _price_plain(name: str, rows: int, cols: int, copies: int, dtype: str) -> tuple[int, str]:
+    """A tensor no quantization method touches, in ``dtype`` (memoised: pure)."""
+    size = bytes_for(rows * cols * copies, dtype)
+    dims = f"{rows}" if cols == 1 else f"{rows}·{cols}"
+    return size, f"{name} {dims}·{element_text(dtype)} B"
 
 
 def _component_formula(terms: dict[tuple[str, int], int], total: int) -> str:
@@ -78,7 +113,7 @@ def _component_formula(terms: dict[tuple[str, int], int], total: int) -> str:
 
 def _extras(
     arch: Architecture,
-    res: ResolvedDeployment,
+    res: _Layout,
     constants: MemoryConstants,
     layers: range,
     tensors: list[WeightTensor],
@@ -182,6 +217,22 @@ def weight_ledger(
     >>> ledger.by_component["embedding"]  # pad64(100) = 128 rows · 64 · 2 B
     16384
     """
+    layout = _Layout.of(res)
+    try:
+        ledger = _cached_ledger(arch, layout, constants, layers, first, last)
+    except TypeError:  # an unhashable architecture: price it without the cache
+        ledger = _ledger(arch, layout, constants, layers, first, last)
+    return WeightLedger(items=ledger.items, by_component=dict(ledger.by_component))
+
+
+def _ledger(
+    arch: Architecture,
+    res: _Layout,
+    constants: MemoryConstants,
+    layers: range,
+    first: bool,
+    last: bool,
+) -> WeightLedger:
     tensors = stage_tensors(arch, res, layers, first=first, last=last)
     sizes: dict[str, int] = defaultdict(int)
     terms: dict[str, dict[tuple[str, int], int]] = defaultdict(lambda: defaultdict(int))
@@ -201,3 +252,7 @@ def weight_ledger(
     ]
     items += _extras(arch, res, constants, layers, tensors)
     return WeightLedger(items=tuple(items), by_component=dict(sizes))
+
+
+_cached_ledger = lru_cache(maxsize=256)(_ledger)
+"""Searches plan one model many times with knobs that leave the weights alone."""

@@ -121,6 +121,39 @@ class Candidate:
             parts.append("P/D")
         return " ".join(parts)
 
+    def brief(self, *, engine: bool = False) -> str:
+        """:attr:`label` without what is at its default: the engine unless ``engine``, PP and DP
+        of 1, unset knobs; the KV dtype is always shown.
+
+        >>> Candidate(kind="aggregated", hardware_id="h100-sxm", engine="vllm",
+        ...           tensor_parallel_size=2, pipeline_parallel_size=1, data_parallel_size=1,
+        ...           enable_expert_parallel=False, max_num_seqs=None,
+        ...           max_num_batched_tokens=8192, gpu_memory_utilization=None,
+        ...           kv_cache_dtype="fp8", max_model_len=4096).brief()
+        'h100-sxm TP2 budget=8192 kv=fp8'
+        """
+        parts = [self.hardware_id]
+        if engine:
+            parts.append(self.engine)
+        parts.append(f"TP{self.tensor_parallel_size}")
+        if self.pipeline_parallel_size > 1:
+            parts.append(f"PP{self.pipeline_parallel_size}")
+        if self.data_parallel_size > 1:
+            parts.append(f"DP{self.data_parallel_size}")
+        if self.enable_expert_parallel:
+            parts.append("EP")
+        for name, value in (
+            ("seqs", self.max_num_seqs),
+            ("budget", self.max_num_batched_tokens),
+            ("mem", self.gpu_memory_utilization),
+        ):
+            if value is not None:
+                parts.append(f"{name}={value}")
+        parts.append(f"kv={self.kv_cache_dtype}")
+        if self.kind == "disaggregated":
+            parts.append("P/D")
+        return " ".join(parts)
+
 
 def enumerate_candidates(space: SearchSpace) -> Iterator[Candidate]:
     """Every combination, aggregated first; disaggregated pairs (one per hardware, engine and
