@@ -56,6 +56,8 @@ class CurvePoint:
     throughput_requests_per_s: float
     feasible: bool
     stable: bool
+    stability_conclusive: bool = True
+    """False when the run was too short to judge its stability."""
     evaluation: SloEvaluation
     short: bool = False
     """From a short screening run."""
@@ -75,6 +77,7 @@ def curve_point(
         throughput_requests_per_s=evaluation.throughput_requests_per_s,
         feasible=evaluation.feasible,
         stable=evaluation.stable,
+        stability_conclusive=summary.stability_conclusive,
         evaluation=evaluation,
         short=short,
     )
@@ -87,12 +90,13 @@ Probe = Callable[[float, bool], CurvePoint]
 def certainly_missed(point: CurvePoint, *, integer: bool = False) -> bool:
     """Some target missed by more than ``SCREEN_MARGIN`` of its limit, or (open loop) an
     unstable run serving less than ``1 − SCREEN_MARGIN`` of its offered rate (a short window
-    alone can make a steady run look unstable, so a mild shortfall is left to the full run)."""
+    alone can make a steady run look unstable, so a mild shortfall, or a window too short to
+    judge, is left to the full run)."""
     ev = point.evaluation
     if any(c.relative_margin < -SCREEN_MARGIN for c in ev.checks):
         return True
     overloaded = ev.throughput_requests_per_s < (1 - SCREEN_MARGIN) * point.load
-    return not ev.stable and not integer and overloaded
+    return not ev.stable and point.stability_conclusive and not integer and overloaded
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,7 @@ from service.core.slo import (
     LatencyTarget,
     ServiceLevelObjective,
     SloEvaluation,
+    certainly_missed,
     curve_point,
     evaluate_result,
     knee_load,
@@ -253,3 +254,25 @@ def test_attainment_form_capacity_matches_md1_sojourn_probability() -> None:
     res = search_capacity(_md1_probe(slo, 3_000), initial_high=1.05 / TAU, tolerance=0.02)
     assert res.binding == "attainment"
     assert res.max_load * TAU == pytest.approx(0.6, abs=0.05)
+
+
+def test_a_window_too_short_to_judge_is_left_to_the_full_run() -> None:
+    # 20 requests at 90/s with 100 output tokens of 10 ms on a wide engine: the window (~0.2 s)
+    # is far under two mean residences (~1 s), so the short run is called unstable but
+    # inconclusively, and screening must not count it as a certain miss.
+    slo = ServiceLevelObjective(
+        targets=(LatencyTarget(metric="tpot", statistic="p95", limit_s=0.05),)
+    )
+    w = open_loop_workload(
+        num_requests=20,
+        rate_per_s=90.0,
+        input_tokens=FixedLength(16),
+        output_tokens=FixedLength(100),
+        rng=np.random.default_rng(3),
+        warmup_requests=2,
+    )
+    summary, ev = evaluate_result(simulate(w, _engine(64), ConstantStepTime(TAU)), slo)
+    assert not summary.stable and not summary.stability_conclusive
+    point = curve_point(90.0, summary, ev, short=True)
+    assert ev.throughput_requests_per_s < 0.5 * 90.0
+    assert not certainly_missed(point)

@@ -63,6 +63,7 @@ def _summary(**overrides: object) -> SimulationSummary:
         "littles_law_in_system": 3.0,
         "stable": True,
         "stability_reason": "ok",
+        "stability_conclusive": True,
         "window_start_s": 0.0,
         "window_end_s": 20.0,
         "warnings": (),
