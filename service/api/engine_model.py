@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy.orm import Session
 
@@ -28,6 +29,36 @@ class EngineModel:
     hardware: HardwareSpec
     memory: MemoryPlan
     step_model: StepTimeModel
+
+
+class EngineRequest(Protocol):
+    """The request fields that choose an engine model (``/v1/simulate``, ``/v1/slo/*``)."""
+
+    @property
+    def model(self) -> ModelRef: ...
+    @property
+    def hardware(self) -> HardwareRef: ...
+    @property
+    def deployment(self) -> DeploymentIn: ...
+    @property
+    def use_measurements(self) -> bool: ...
+    @property
+    def calibrated(self) -> bool: ...
+
+
+def request_engine_model(
+    body: EngineRequest, *, catalog: ModelCatalog, session: Session
+) -> EngineModel:
+    """:func:`engine_model` of a request's ``model``, ``hardware`` and ``deployment``."""
+    return engine_model(
+        model_ref=body.model,
+        hardware_ref=body.hardware,
+        deployment_in=body.deployment,
+        catalog=catalog,
+        session=session,
+        use_measurements=body.use_measurements,
+        calibrated=body.calibrated,
+    )
 
 
 def engine_model(

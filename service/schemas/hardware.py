@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from service.schemas.base import RequestModel, ResponseModel
 
@@ -14,10 +14,19 @@ PROFILE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 
 
 class InterconnectIn(RequestModel):
-    kind: Literal["nvlink", "pcie", "infinity_fabric", "ethernet", "none"]
-    bandwidth_bytes_per_s: int | None = Field(default=None, gt=0)
-    """Per GPU and per direction (NVLink 4: 450 GB/s = 4.5e11)."""
-    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    """The GPU-to-GPU link inside a node."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    kind: Literal["nvlink", "pcie", "infinity_fabric", "ethernet", "none"] = Field(
+        examples=["nvlink"]
+    )
+    """The link technology."""
+    bandwidth_bytes_per_s: int | None = Field(default=None, gt=0, examples=[450_000_000_000])
+    """Per GPU and per direction (NVLink 4: 450 GB/s = 4.5e11). Null: unknown (collectives
+    then assume PCIe, about 25 GB/s)."""
+    gpus_per_node: int = Field(default=8, ge=1, le=1024, examples=[8])
+    """GPUs in one node; a deployment may not spread TP × PP over more."""
 
 
 class PriceIn(RequestModel):

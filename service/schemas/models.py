@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from service.schemas.base import RequestModel, ResponseModel
 
@@ -27,8 +27,12 @@ LLAMA_3_1_8B_CONFIG: dict[str, Any] = {
 class InlineModel(RequestModel):
     """A model given by its Hugging Face ``config.json`` instead of an id."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     hf_config: dict[str, Any] = Field(examples=[LLAMA_3_1_8B_CONFIG])
-    name: str | None = Field(default=None, max_length=200)
+    """The model's Hugging Face ``config.json`` as an object (architecture, sizes,
+    ``quantization_config``); nothing is downloaded."""
+    name: str | None = Field(default=None, max_length=200, examples=["my-llama-8b"])
     """A label used in messages; default ``inline``."""
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from service.schemas.base import RequestModel, ResponseModel
 from service.schemas.models import ModelRef
@@ -15,52 +15,103 @@ Engine = Literal["vllm", "sglang", "trtllm"]
 MAX_GRID = 16
 
 
-class SizingTrafficIn(RequestModel):
+class _In(RequestModel):
+    """Request parts whose attribute docstrings are their OpenAPI descriptions."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class SizingTrafficIn(_In):
     """The forecast: open-loop arrivals at ``rate_per_s`` (the fleet's target)."""
 
     rate_per_s: float = Field(gt=0, le=1_000_000, examples=[50.0])
-    process: Literal["poisson", "gamma", "constant"] = Field(default="poisson")
-    cv: float = Field(default=1.0, gt=0, le=100)
+    """Mean requests per second the whole fleet must serve."""
+    process: Literal["poisson", "gamma", "constant"] = Field(
+        default="poisson", examples=["poisson", "gamma"]
+    )
+    """How send times are drawn: exponential, gamma (burstiness ``cv``) or equal gaps."""
+    cv: float = Field(default=1.0, gt=0, le=100, examples=[2.0])
     """Coefficient of variation of the gaps (``gamma`` only)."""
     input_tokens: LengthIn = Field(default=1024, examples=[1024])
+    """Prompt tokens per request: a number or a distribution."""
     output_tokens: LengthIn = Field(default=256, examples=[256])
-    timeout_s: float | None = Field(default=None, gt=0, le=86_400)
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    """Output tokens per request: a number or a distribution."""
+    timeout_s: float | None = Field(default=None, gt=0, le=86_400, examples=[60.0])
+    """Client timeout; a request still unfinished by then counts as failed. Null: none."""
+    seed: int = Field(default=0, ge=0, le=2**63 - 1, examples=[0])
+    """Seed of the verification simulations (same seed, same answer)."""
 
 
-class CandidatesIn(RequestModel):
+class CandidatesIn(_In):
     """What the search may choose from; unset knob grids use small defaults."""
 
     hardware: list[str] | None = Field(default=None, max_length=64, examples=[["h100-sxm"]])
     """Hardware profile ids; default: every profile in the database."""
-    engines: list[Engine] = Field(default=["vllm"], min_length=1, max_length=3)
-    tensor_parallel: list[int] = Field(default=[1, 2, 4, 8], min_length=1, max_length=MAX_GRID)
-    pipeline_parallel: list[int] = Field(default=[1], min_length=1, max_length=MAX_GRID)
-    expert_parallel: list[bool] = Field(default=[False], min_length=1, max_length=2)
-    data_parallel: list[int] = Field(default=[1], min_length=1, max_length=MAX_GRID)
-    max_num_seqs: list[int] | None = Field(default=None, min_length=1, max_length=MAX_GRID)
-    max_num_batched_tokens: list[int] | None = Field(default=None, min_length=1, max_length=8)
-    gpu_memory_utilization: list[float] | None = Field(default=None, min_length=1, max_length=8)
-    kv_cache_dtype: list[str] | None = Field(default=None, min_length=1, max_length=4)
-    max_model_len: list[int] | None = Field(default=None, min_length=1, max_length=4)
+    engines: list[Engine] = Field(default=["vllm"], min_length=1, max_length=3, examples=[["vllm"]])
+    """Serving engines to consider."""
+    tensor_parallel: list[int] = Field(
+        default=[1, 2, 4, 8], min_length=1, max_length=MAX_GRID, examples=[[1, 2]]
+    )
+    """Allowed tensor-parallel sizes (``--tensor-parallel-size``)."""
+    pipeline_parallel: list[int] = Field(
+        default=[1], min_length=1, max_length=MAX_GRID, examples=[[1]]
+    )
+    """Allowed pipeline-parallel sizes."""
+    expert_parallel: list[bool] = Field(
+        default=[False], min_length=1, max_length=2, examples=[[False, True]]
+    )
+    """Whether MoE experts are sharded (``--enable-expert-parallel``): off, on or both."""
+    data_parallel: list[int] = Field(default=[1], min_length=1, max_length=MAX_GRID, examples=[[1]])
+    """Allowed data-parallel sizes inside one engine."""
+    max_num_seqs: list[int] | None = Field(
+        default=None, min_length=1, max_length=MAX_GRID, examples=[[128, 256]]
+    )
+    """Running-batch limits to try. Default: the engine's own default."""
+    max_num_batched_tokens: list[int] | None = Field(
+        default=None, min_length=1, max_length=8, examples=[[8192]]
+    )
+    """Step token budgets to try. Default: 2048 (latency-friendly) and 8192 (throughput)."""
+    gpu_memory_utilization: list[float] | None = Field(
+        default=None, min_length=1, max_length=8, examples=[[0.9]]
+    )
+    """Memory fractions to try. Default: the engine's own default."""
+    kv_cache_dtype: list[str] | None = Field(
+        default=None, min_length=1, max_length=4, examples=[["auto"]]
+    )
+    """KV-cache dtypes to try. Default: the model dtype (``auto``) and ``fp8``."""
+    max_model_len: list[int] | None = Field(
+        default=None, min_length=1, max_length=4, examples=[[4096]]
+    )
     """Default: the smallest power of two that holds the longest request."""
-    disaggregation: bool = False
+    disaggregation: bool = Field(default=False, examples=[True])
     """Also consider prefill/decode disaggregation."""
-    max_gpus: int | None = Field(default=None, ge=1, le=100_000)
+    max_gpus: int | None = Field(default=None, ge=1, le=100_000, examples=[16])
+    """Most GPUs a plan may use in total (all replicas, both pools). Null: no limit."""
 
 
-class SizingRequest(RequestModel):
+class SizingRequest(_In):
+    """Target traffic + SLO + candidates → ranked, costed plans."""
+
     model: ModelRef = Field(examples=["meta-llama/Llama-3.1-8B"])
-    traffic: SizingTrafficIn
-    slo: SloIn
-    candidates: CandidatesIn = Field(default_factory=CandidatesIn)
+    """A catalogue or custom model id, or an inline ``{"hf_config": {...}}``."""
+    traffic: SizingTrafficIn = Field(
+        examples=[{"rate_per_s": 20.0, "input_tokens": 1024, "output_tokens": 256}]
+    )
+    """The forecast the fleet must serve."""
+    slo: SloIn = Field(examples=[{"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.05}}])
+    """The objective every plan must meet at the target load."""
+    candidates: CandidatesIn = Field(
+        default_factory=CandidatesIn, examples=[{"hardware": ["h100-sxm", "a100-sxm-80gb"]}]
+    )
+    """What the search may choose from."""
     prices: dict[str, float] = Field(default_factory=dict, examples=[{"h100-sxm": 2.5}])
     """Price per GPU-hour by hardware id; overrides the profile's price."""
-    headroom: float = Field(default=0.85, gt=0, le=1)
+    headroom: float = Field(default=0.85, gt=0, le=1, examples=[0.85])
     """Plans run each replica at most at this fraction of its Tier A capacity."""
-    verify_top: int = Field(default=3, ge=0, le=10)
+    verify_top: int = Field(default=3, ge=0, le=10, examples=[3])
     """Plans verified by simulating every replica at the target load."""
-    calibrated: bool = True
+    calibrated: bool = Field(default=True, examples=[True])
+    """Apply the per-engine constants fitted on measured serving data."""
 
 
 class PredictedOut(ResponseModel):

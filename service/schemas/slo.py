@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from service.core.slo import (
     METRICS,
@@ -21,15 +21,32 @@ from service.schemas.simulate import LatencyOut, TrafficIn
 MAX_LATENCY_S = 86_400.0
 
 
-class StatisticTargetsIn(RequestModel):
+class _In(RequestModel):
+    """Request parts whose attribute docstrings are their OpenAPI descriptions."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class _Out(ResponseModel):
+    """Response parts whose attribute docstrings are their OpenAPI descriptions."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class StatisticTargetsIn(_In):
     """Upper limits in seconds on the mean and/or percentiles of one latency metric, e.g.
     ``{"p95": 1.0}``. Failed requests count as infinitely slow."""
 
     mean: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[0.5])
+    """Most mean, in seconds."""
     p50: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[0.5])
+    """Most median, in seconds."""
     p90: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[0.8])
+    """Most 90th percentile, in seconds."""
     p95: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[1.0])
+    """Most 95th percentile, in seconds."""
     p99: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[2.0])
+    """Most 99th percentile, in seconds."""
 
     @model_validator(mode="after")
     def _something(self) -> StatisticTargetsIn:
@@ -38,14 +55,18 @@ class StatisticTargetsIn(RequestModel):
         return self
 
 
-class AttainmentIn(RequestModel):
+class AttainmentIn(_In):
     """DistServe goodput form: at least ``goal`` of the requests meet every given limit jointly
     (TPOT only for requests with two or more output tokens)."""
 
     goal: float = Field(gt=0, le=1, examples=[0.9])
+    """Least fraction of measured requests that must meet every limit (failed ones do not)."""
     ttft_s: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[1.0])
+    """Most time to first token of a good request, in seconds."""
     tpot_s: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[0.05])
-    e2e_s: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[None])
+    """Most time per output token of a good request, in seconds."""
+    e2e_s: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S, examples=[30.0])
+    """Most end-to-end latency of a good request, in seconds."""
 
     @model_validator(mode="after")
     def _a_limit(self) -> AttainmentIn:
@@ -54,7 +75,7 @@ class AttainmentIn(RequestModel):
         return self
 
 
-class SloIn(RequestModel):
+class SloIn(_In):
     """A service-level objective: every given target must hold.
 
     Latency targets are upper limits on the mean or a percentile of client-observed TTFT, ITL
@@ -65,17 +86,24 @@ class SloIn(RequestModel):
     """
 
     ttft_s: StatisticTargetsIn | None = Field(default=None, examples=[{"p95": 1.0}])
+    """Limits on client-observed time to first token (queueing, preprocessing, prefill and
+    first-output overhead included)."""
     itl_s: StatisticTargetsIn | None = Field(default=None, examples=[{"p99": 0.2}])
+    """Limits on inter-token latency, pooled over every gap between streamed tokens."""
     tpot_s: StatisticTargetsIn | None = Field(default=None, examples=[{"p95": 0.05}])
+    """Limits on time per output token, ``(E2E − TTFT)/(N − 1)`` per request."""
     e2e_s: StatisticTargetsIn | None = Field(default=None, examples=[{"p99": 30.0}])
-    max_failure_rate: float = Field(default=0.0, ge=0, lt=1, examples=[0.0])
+    """Limits on client-observed end-to-end latency."""
+    max_failure_rate: float = Field(default=0.0, ge=0, lt=1, examples=[0.0, 0.01])
     """Most ``(timed out + rejected) / measured`` allowed."""
     min_throughput_requests_per_s: float | None = Field(
-        default=None, gt=0, le=1_000_000, examples=[None]
+        default=None, gt=0, le=1_000_000, examples=[4.0]
     )
+    """Least completed requests per second (across all replicas)."""
     attainment: AttainmentIn | None = Field(
         default=None, examples=[{"goal": 0.9, "ttft_s": 1.0, "tpot_s": 0.05}]
     )
+    """DistServe's form: a least fraction of requests meeting TTFT, TPOT (and E2E) jointly."""
 
     @model_validator(mode="after")
     def _some_target(self) -> SloIn:
@@ -131,25 +159,43 @@ class SloIn(RequestModel):
 Tier = Literal["auto", "analytic", "simulation"]
 
 
-class SloEvaluateRequest(RequestModel):
+class SloEvaluateRequest(_In):
     """Does this deployment meet the SLO under this traffic?"""
 
     model: ModelRef = Field(examples=["meta-llama/Llama-3.1-8B"])
+    """A catalogue or custom model id, or an inline ``{"hf_config": {...}}``."""
     hardware: HardwareRef = Field(examples=["h100-sxm"])
-    deployment: DeploymentIn = Field(default_factory=DeploymentIn)
+    """A hardware profile id, or an inline GPU."""
+    deployment: DeploymentIn = Field(
+        default_factory=DeploymentIn, examples=[{"tensor_parallel_size": 1}]
+    )
+    """Engine and parallelism of each replica (unset fields take the engine's defaults)."""
     traffic: TrafficIn = Field(default_factory=TrafficIn)
+    """The forecast: open loop at ``arrival.rate_per_s`` across all replicas, or a closed loop
+    of ``concurrency`` clients."""
     slo: SloIn = Field(examples=[{"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.05}}])
+    """The objective; every target given must hold."""
     replicas: int = Field(default=1, ge=1, le=256, examples=[1])
-    routing: Literal["round_robin", "random", "least_loaded"] = "round_robin"
-    policy: Literal["vllm_v1", "sarathi", "no_chunking"] = "vllm_v1"
+    """Identical deployments behind one router sharing the traffic."""
+    routing: Literal["round_robin", "random", "least_loaded"] = Field(
+        default="round_robin", examples=["round_robin"]
+    )
+    """How the router spreads requests over the replicas."""
+    policy: Literal["vllm_v1", "sarathi", "no_chunking"] = Field(
+        default="vllm_v1", examples=["vllm_v1"]
+    )
+    """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching, or
+    vLLM without chunked prefill."""
     tier: Tier = Field(default="auto", examples=["auto"])
     """``auto``: the Tier A screen is reported and the simulation decides; ``analytic``: Tier A
     only (milliseconds; open loop only); ``simulation``: the simulator only."""
-    use_measurements: bool = True
-    calibrated: bool = True
+    use_measurements: bool = Field(default=True, examples=[True])
+    """Use measured kernel tables when the profile has them (else datasheet roofline)."""
+    calibrated: bool = Field(default=True, examples=[True])
+    """Apply the per-engine constants fitted on measured serving data."""
 
 
-class CapacitySearchIn(RequestModel):
+class CapacitySearchIn(_In):
     """How hard the capacity search works. Every probe is one simulation of
     ``traffic.num_requests`` requests (screening runs a quarter of them first)."""
 
@@ -159,30 +205,47 @@ class CapacitySearchIn(RequestModel):
     """Most full-length simulations for bracketing and bisection."""
     curve_points: int = Field(default=3, ge=0, le=8, examples=[3])
     """Extra loads below the answer for the latency-vs-load curve."""
-    screen: bool = True
+    screen: bool = Field(default=True, examples=[True])
     """Run each load short first and skip the full run when the SLO is certainly missed."""
 
 
-class SloCapacityRequest(RequestModel):
+class SloCapacityRequest(_In):
     """The largest load one replica sustains within the SLO. For an open loop the traffic's
     ``arrival.rate_per_s`` is ignored (it is what is searched); for a closed loop its
     ``concurrency`` is."""
 
     model: ModelRef = Field(examples=["meta-llama/Llama-3.1-8B"])
+    """A catalogue or custom model id, or an inline ``{"hf_config": {...}}``."""
     hardware: HardwareRef = Field(examples=["h100-sxm"])
-    deployment: DeploymentIn = Field(default_factory=DeploymentIn)
+    """A hardware profile id, or an inline GPU."""
+    deployment: DeploymentIn = Field(
+        default_factory=DeploymentIn, examples=[{"tensor_parallel_size": 1}]
+    )
+    """Engine and parallelism of the replica (unset fields take the engine's defaults)."""
     traffic: TrafficIn = Field(default_factory=TrafficIn)
+    """Lengths, mode, requests per probe and seed; the searched rate or concurrency is
+    ignored."""
     slo: SloIn = Field(examples=[{"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.05}}])
-    policy: Literal["vllm_v1", "sarathi", "no_chunking"] = "vllm_v1"
-    search: CapacitySearchIn = Field(default_factory=CapacitySearchIn)
-    use_measurements: bool = True
-    calibrated: bool = True
+    """The objective; every target given must hold."""
+    policy: Literal["vllm_v1", "sarathi", "no_chunking"] = Field(
+        default="vllm_v1", examples=["vllm_v1"]
+    )
+    """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching, or
+    vLLM without chunked prefill."""
+    search: CapacitySearchIn = Field(
+        default_factory=CapacitySearchIn, examples=[{"max_probes": 8, "curve_points": 3}]
+    )
+    """How hard the search works (probes, tolerance, curve points, screening)."""
+    use_measurements: bool = Field(default=True, examples=[True])
+    """Use measured kernel tables when the profile has them (else datasheet roofline)."""
+    calibrated: bool = Field(default=True, examples=[True])
+    """Apply the per-engine constants fitted on measured serving data."""
 
 
 # ----------------------------------------------------------------------------- responses
 
 
-class CheckOut(ResponseModel):
+class CheckOut(_Out):
     """One target against its prediction. ``margin = limit − predicted`` for an upper limit
     (``direction: max``), ``predicted − limit`` for a lower one; ``relative_margin`` divides by
     the limit. JSON has no infinity: an infinite predicted value (failures in a percentile) is
@@ -198,7 +261,7 @@ class CheckOut(ResponseModel):
     holds: bool = Field(examples=[True])
 
 
-class AnalyticScreenOut(ResponseModel):
+class AnalyticScreenOut(_Out):
     """The Tier A verdict (mean-field open-loop model, milliseconds)."""
 
     feasible: bool
@@ -215,7 +278,7 @@ class AnalyticScreenOut(ResponseModel):
     """Targets Tier A does not model (ITL percentiles, TTFT p90)."""
 
 
-class SloEvaluateResponse(ResponseModel):
+class SloEvaluateResponse(_Out):
     """The verdict. ``headroom`` is the relative margin of the binding constraint (how far its
     prediction may move before the SLO breaks; negative when missed, null when unbounded)."""
 
@@ -244,7 +307,7 @@ class SloEvaluateResponse(ResponseModel):
     warnings: list[str]
 
 
-class CurvePointOut(ResponseModel):
+class CurvePointOut(_Out):
     """One simulated load (``rate_per_s`` for an open loop, ``concurrency`` for a closed one).
     Latencies are null when infinite or when the run was unstable."""
 
@@ -261,7 +324,7 @@ class CurvePointOut(ResponseModel):
     binding_constraint: str
 
 
-class SloCapacityResponse(ResponseModel):
+class SloCapacityResponse(_Out):
     """The largest load meeting the SLO, per replica, and the latency-vs-load curve.
 
     ``knee_*`` is the lowest load at which p95 TTFT reaches twice its zero-load value

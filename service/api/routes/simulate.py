@@ -14,7 +14,7 @@ import numpy as np
 from fastapi import APIRouter, Body
 
 from service.api.deps import ReadAccess, SessionDep
-from service.api.engine_model import engine_model
+from service.api.engine_model import request_engine_model
 from service.api.errors import UnprocessableError
 from service.api.routes.models import CatalogIndexDep
 from service.api.simulation_runner import SimulationRun, run_simulation
@@ -220,15 +220,7 @@ def simulate_serving(
             slug="invalid-replicas",
             errors=[{"location": "body", "pointer": "/replicas", "detail": "must be 1"}],
         )
-    built = engine_model(
-        model_ref=body.model,
-        hardware_ref=body.hardware,
-        deployment_in=body.deployment,
-        catalog=index.catalog,
-        session=session,
-        use_measurements=body.use_measurements,
-        calibrated=body.calibrated,
-    )
+    built = request_engine_model(body, catalog=index.catalog, session=session)
     model, hardware, memory = built.model, built.hardware, built.memory
     res = memory.deployment
     run = run_simulation(

@@ -13,8 +13,9 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import asdict
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 
 from service.api.deps import ReadAccess, SessionDep
 from service.api.errors import UnprocessableError
@@ -54,6 +55,44 @@ RECENT_UPLOADS = 20
 MAX_PROFILES = 1000
 _cache: OrderedDict[str, SizingResponse] = OrderedDict()
 _cache_lock = threading.Lock()
+
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "three_gpus": {
+        "summary": "20 requests/s over H100, A100 and L40S at TP 1 or 2, with prices per GPU-hour",
+        "value": {
+            "model": "meta-llama/Llama-3.1-8B",
+            "traffic": {"rate_per_s": 20, "input_tokens": 1024, "output_tokens": 256},
+            "slo": {"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.05}},
+            "candidates": {
+                "hardware": ["h100-sxm", "a100-sxm-80gb", "l40s"],
+                "tensor_parallel": [1, 2],
+                "max_num_batched_tokens": [8192],
+                "kv_cache_dtype": ["auto"],
+            },
+            "prices": {"h100-sxm": 2.5, "a100-sxm-80gb": 1.6, "l40s": 0.9},
+            "verify_top": 1,
+        },
+    },
+    "disaggregated": {
+        "summary": "Long prompts on H100s: aggregated and prefill/decode disaggregated plans "
+        "ranked together",
+        "value": {
+            "model": "meta-llama/Llama-3.1-8B",
+            "traffic": {"rate_per_s": 10, "input_tokens": 4096, "output_tokens": 256},
+            "slo": {"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.03}},
+            "candidates": {
+                "hardware": ["h100-sxm"],
+                "tensor_parallel": [1],
+                "max_num_batched_tokens": [8192],
+                "kv_cache_dtype": ["auto"],
+                "disaggregation": True,
+                "max_gpus": 16,
+            },
+            "prices": {"h100-sxm": 2.5},
+            "verify_top": 2,
+        },
+    },
+}
 
 
 def upper_tokens(spec: LengthIn) -> int:
@@ -222,7 +261,11 @@ def _hardware(
 
 
 @router.post("/sizing", response_model=SizingResponse)
-def sizing(body: SizingRequest, session: SessionDep, index: CatalogIndexDep) -> SizingResponse:
+def sizing(
+    body: Annotated[SizingRequest, Body(openapi_examples=EXAMPLES)],
+    session: SessionDep,
+    index: CatalogIndexDep,
+) -> SizingResponse:
     """The cheapest deployments that serve the traffic within the SLO: ranked, costed, with
     engine arguments, the binding constraint, headroom and every pruned candidate's reason."""
     if any(p <= 0 or not math.isfinite(p) for p in body.prices.values()):

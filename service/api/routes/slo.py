@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
+from sqlalchemy.orm import Session
 
 from service.api.deps import ReadAccess, SessionDep
-from service.api.engine_model import EngineModel, engine_model
+from service.api.engine_model import EngineModel, request_engine_model
 from service.api.errors import ApiError, UnprocessableError
-from service.api.routes.models import CatalogIndexDep
+from service.api.routes.models import CatalogIndex, CatalogIndexDep
 from service.api.routes.simulate import latency_out
 from service.api.simulation_runner import build_workload, length_distribution, run_simulation
 from service.core.errors import UnstableQueueError
@@ -38,7 +39,7 @@ from service.core.slo import (
     zero_load_latencies,
     zero_load_violations,
 )
-from service.core.steptime import open_loop, resident_capacity
+from service.core.steptime import OpenLoopEstimate, open_loop, resident_capacity
 from service.core.traffic import Workload
 from service.schemas.simulate import MAX_EXPECTED_TOKENS, MAX_REQUESTS, TrafficIn
 from service.schemas.slo import (
@@ -65,6 +66,83 @@ TIER_A_BISECTIONS = 40
 MAX_RATE_PER_S = 1_000_000.0
 MAX_CONCURRENCY = 100_000
 
+_SMALL: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm"}
+_OPEN_LOOP: dict[str, Any] = {
+    "arrival": {"process": "poisson", "rate_per_s": 4},
+    "input_tokens": 512,
+    "output_tokens": 64,
+    "num_requests": 200,
+    "warmup_requests": 20,
+}
+EVALUATE_EXAMPLES: dict[str, dict[str, Any]] = {
+    "percentiles": {
+        "summary": "Open loop at 4 requests/s against p95 TTFT, p95 TPOT and p99 ITL targets",
+        "value": _SMALL
+        | {
+            "traffic": _OPEN_LOOP,
+            "slo": {
+                "ttft_s": {"p95": 0.5},
+                "tpot_s": {"p95": 0.05},
+                "itl_s": {"p99": 0.1},
+                "max_failure_rate": 0.01,
+            },
+        },
+    },
+    "attainment": {
+        "summary": "DistServe attainment: 90 % of requests within 1 s TTFT and 50 ms TPOT, "
+        "bursty arrivals, two replicas",
+        "value": _SMALL
+        | {
+            "traffic": _OPEN_LOOP
+            | {
+                "arrival": {"process": "gamma", "rate_per_s": 8, "cv": 2},
+                "input_tokens": {"kind": "lognormal", "mean_tokens": 512, "cv": 0.5},
+                "timeout_s": 30,
+            },
+            "slo": {"attainment": {"goal": 0.9, "ttft_s": 1.0, "tpot_s": 0.05}},
+            "replicas": 2,
+            "routing": "least_loaded",
+        },
+    },
+    "analytic": {
+        "summary": "Tier A only: a verdict in milliseconds, without simulating",
+        "value": _SMALL
+        | {
+            "traffic": _OPEN_LOOP | {"arrival": {"process": "poisson", "rate_per_s": 20}},
+            "slo": {"ttft_s": {"p95": 0.5}, "tpot_s": {"p50": 0.03}},
+            "tier": "analytic",
+        },
+    },
+}
+CAPACITY_EXAMPLES: dict[str, dict[str, Any]] = {
+    "open_loop": {
+        "summary": "Largest Poisson rate one replica sustains within p95 TTFT 0.5 s and "
+        "p95 TPOT 50 ms, with a 2-point curve",
+        "value": _SMALL
+        | {
+            "traffic": _OPEN_LOOP | {"num_requests": 150, "warmup_requests": 15},
+            "slo": {"ttft_s": {"p95": 0.5}, "tpot_s": {"p95": 0.05}},
+            "search": {"tolerance": 0.05, "max_probes": 8, "curve_points": 2},
+        },
+    },
+    "closed_loop": {
+        "summary": "Largest number of concurrent clients (1 s think time) within p95 TTFT 1 s",
+        "value": _SMALL
+        | {
+            "traffic": {
+                "mode": "closed_loop",
+                "think_time_s": 1.0,
+                "input_tokens": 512,
+                "output_tokens": 64,
+                "num_requests": 150,
+                "warmup_requests": 15,
+            },
+            "slo": {"ttft_s": {"p95": 1.0}},
+            "search": {"max_probes": 12, "curve_points": 2},
+        },
+    },
+}
+
 
 class SloInfeasibleError(ApiError):
     """A target below what the deployment achieves with no load at all."""
@@ -89,24 +167,24 @@ def _check_out(check: Check) -> CheckOut:
     )
 
 
-def _built(body: SloEvaluateRequest | SloCapacityRequest, session: Any, index: Any) -> EngineModel:
-    return engine_model(
-        model_ref=body.model,
-        hardware_ref=body.hardware,
-        deployment_in=body.deployment,
-        catalog=index.catalog,
-        session=session,
-        use_measurements=body.use_measurements,
-        calibrated=body.calibrated,
-    )
-
-
 def _mean_lengths(built: EngineModel, traffic: TrafficIn) -> tuple[int, int]:
     """Mean prompt and output lengths, rounded, for Tier A (which takes fixed lengths)."""
     clip = built.memory.max_model_len
     p = length_distribution(traffic.input_tokens, clip - 1).mean_tokens
     n = length_distribution(traffic.output_tokens, clip - 1).mean_tokens
     return max(1, round(p)), max(1, round(n))
+
+
+def _open_loop(built: EngineModel, traffic: TrafficIn, rate_per_s: float) -> OpenLoopEstimate:
+    """Tier A's mean-field estimate for one replica at ``rate_per_s``, at the mean lengths."""
+    p, n = _mean_lengths(built, traffic)
+    return open_loop(
+        built.step_model,
+        arrival_rate_per_s=rate_per_s,
+        input_tokens=p,
+        output_tokens=n,
+        kv_capacity_tokens=built.memory.kv_capacity_tokens,
+    )
 
 
 def _zero_load_screen(
@@ -147,6 +225,17 @@ def _zero_load_screen(
     return workload, percentile(zero.ttft_s, 95.0)
 
 
+def _prepared(
+    body: SloEvaluateRequest | SloCapacityRequest, session: Session, index: CatalogIndex
+) -> tuple[EngineModel, ServiceLevelObjective, Workload, float]:
+    """The engine model and the core objective of a request, after the zero-load screen: also
+    the drawn requests and their zero-load p95 TTFT."""
+    built = request_engine_model(body, catalog=index.catalog, session=session)
+    objective = body.slo.to_core()
+    workload, zero_ttft_p95 = _zero_load_screen(built, body.traffic, objective)
+    return built, objective, workload, zero_ttft_p95
+
+
 def _analytic(
     built: EngineModel,
     traffic: TrafficIn,
@@ -156,17 +245,9 @@ def _analytic(
     replicas: int,
 ) -> tuple[SloEvaluation, float]:
     """Tier A at ``rate_per_s / replicas`` per replica: the verdict and the saturation rate."""
-    p, n = _mean_lengths(built, traffic)
-    kv = built.memory.kv_capacity_tokens
     per_replica = rate_per_s / replicas
     try:
-        estimate = open_loop(
-            built.step_model,
-            arrival_rate_per_s=per_replica,
-            input_tokens=p,
-            output_tokens=n,
-            kv_capacity_tokens=kv,
-        )
+        estimate = _open_loop(built, traffic, per_replica)
     except UnstableQueueError as exc:
         saturation = per_replica / exc.utilization
         return (
@@ -222,17 +303,56 @@ def _evaluate_run(
     return summary, ev, list(run.warnings) + list(summary.warnings)
 
 
+def _evaluation_out(
+    built: EngineModel,
+    ev: SloEvaluation,
+    *,
+    decided_by: Literal["analytic", "simulation"],
+    screen_out: AnalyticScreenOut | None,
+    warnings: list[str],
+    summary: SimulationSummary | None = None,
+) -> SloEvaluateResponse:
+    """The verdict of the tier that decided; the simulated latency statistics when it was the
+    simulation and the run was stable."""
+    shown = summary if summary is not None and ev.stable else None
+    return SloEvaluateResponse(
+        model=built.model.id,
+        hardware=built.hardware.id,
+        engine=built.memory.deployment.engine,
+        feasible=ev.feasible,
+        decided_by=decided_by,
+        checks=[_check_out(c) for c in ev.checks],
+        binding_constraint=ev.binding,
+        reason=ev.reason,
+        headroom=_finite(ev.check(ev.binding).relative_margin),
+        goodput_requests_per_s=_finite(ev.goodput_requests_per_s),
+        throughput_requests_per_s=_finite(ev.throughput_requests_per_s),
+        throughput_output_tokens_per_s=(
+            _finite(summary.throughput_output_tokens_per_s) if summary is not None else None
+        ),
+        error_rate=ev.failure_rate,
+        attainment=ev.attainment,
+        stable=ev.stable,
+        analytic_screen=screen_out,
+        ttft_s=latency_out(shown.ttft_s) if shown is not None else None,
+        itl_s=latency_out(shown.itl_s) if shown is not None else None,
+        tpot_s=latency_out(shown.tpot_s) if shown is not None else None,
+        e2e_s=latency_out(shown.e2e_s) if shown is not None else None,
+        warnings=warnings,
+    )
+
+
 @router.post("/evaluate", response_model=SloEvaluateResponse)
 def evaluate_slo(
-    body: SloEvaluateRequest, session: SessionDep, index: CatalogIndexDep
+    body: Annotated[SloEvaluateRequest, Body(openapi_examples=EVALUATE_EXAMPLES)],
+    session: SessionDep,
+    index: CatalogIndexDep,
 ) -> SloEvaluateResponse:
     """Check an SLO for a deployment under a traffic forecast: each target with its predicted
     value and margin, the binding constraint, goodput next to throughput, and which tier
     decided."""
-    built = _built(body, session, index)
-    objective = body.slo.to_core()
+    built, objective, _, _ = _prepared(body, session, index)
     traffic = body.traffic
-    _zero_load_screen(built, traffic, objective)
     warnings: list[str] = []
     open_loop_traffic = traffic.mode == "open_loop"
     if body.tier == "analytic" and not open_loop_traffic:
@@ -255,27 +375,10 @@ def evaluate_slo(
             warnings.append(
                 "Tier A does not model " + ", ".join(screen.unscreened) + ": not screened"
             )
-    res = built.memory.deployment
     if body.tier == "analytic":
         assert screen is not None
-        return SloEvaluateResponse(
-            model=built.model.id,
-            hardware=built.hardware.id,
-            engine=res.engine,
-            feasible=screen.feasible,
-            decided_by="analytic",
-            checks=[_check_out(c) for c in screen.checks],
-            binding_constraint=screen.binding,
-            reason=screen.reason,
-            headroom=_finite(screen.check(screen.binding).relative_margin),
-            goodput_requests_per_s=_finite(screen.goodput_requests_per_s),
-            throughput_requests_per_s=_finite(screen.throughput_requests_per_s),
-            throughput_output_tokens_per_s=None,
-            error_rate=screen.failure_rate,
-            attainment=screen.attainment,
-            stable=screen.stable,
-            analytic_screen=screen_out,
-            warnings=warnings,
+        return _evaluation_out(
+            built, screen, decided_by="analytic", screen_out=screen_out, warnings=warnings
         )
     summary, ev, run_warnings = _evaluate_run(
         built,
@@ -290,29 +393,13 @@ def evaluate_slo(
         warnings.append(
             f"Tier A and the simulation disagree (Tier A: {screen.reason}); the simulation decides"
         )
-    stable = ev.stable
-    return SloEvaluateResponse(
-        model=built.model.id,
-        hardware=built.hardware.id,
-        engine=res.engine,
-        feasible=ev.feasible,
+    return _evaluation_out(
+        built,
+        ev,
         decided_by="simulation",
-        checks=[_check_out(c) for c in ev.checks],
-        binding_constraint=ev.binding,
-        reason=ev.reason,
-        headroom=_finite(ev.check(ev.binding).relative_margin),
-        goodput_requests_per_s=_finite(ev.goodput_requests_per_s),
-        throughput_requests_per_s=_finite(ev.throughput_requests_per_s),
-        throughput_output_tokens_per_s=_finite(summary.throughput_output_tokens_per_s),
-        error_rate=ev.failure_rate,
-        attainment=ev.attainment,
-        stable=stable,
-        analytic_screen=screen_out,
-        ttft_s=latency_out(summary.ttft_s) if stable else None,
-        itl_s=latency_out(summary.itl_s) if stable else None,
-        tpot_s=latency_out(summary.tpot_s) if stable else None,
-        e2e_s=latency_out(summary.e2e_s) if stable else None,
+        screen_out=screen_out,
         warnings=warnings,
+        summary=summary,
     )
 
 
@@ -363,26 +450,28 @@ def _tier_a_max_rate(
 
 @router.post("/capacity", response_model=SloCapacityResponse)
 def slo_capacity(
-    body: SloCapacityRequest, session: SessionDep, index: CatalogIndexDep
+    body: Annotated[SloCapacityRequest, Body(openapi_examples=CAPACITY_EXAMPLES)],
+    session: SessionDep,
+    index: CatalogIndexDep,
 ) -> SloCapacityResponse:
     """The largest arrival rate (open loop) or concurrency (closed loop) one replica sustains
     within the SLO: Tier A brackets, the simulator decides by bisection with common random
     numbers; with the latency-vs-load curve and its knee."""
-    built = _built(body, session, index)
-    objective = body.slo.to_core()
+    built, objective, workload, zero_ttft_p95 = _prepared(body, session, index)
     traffic = body.traffic
-    workload, zero_ttft_p95 = _zero_load_screen(built, traffic, objective)
     _search_bounds(body, workload)
     warnings: list[str] = []
     closed = traffic.mode == "closed_loop"
-    p, n = _mean_lengths(built, traffic)
-    kv = built.memory.kv_capacity_tokens
     saturation: float | None = None
     tier_a_max: float | None = None
     if closed:
+        p, n = _mean_lengths(built, traffic)
         cap = float(
             resident_capacity(
-                built.step_model, input_tokens=p, output_tokens=n, kv_capacity_tokens=kv
+                built.step_model,
+                input_tokens=p,
+                output_tokens=n,
+                kv_capacity_tokens=built.memory.kv_capacity_tokens,
             )[0]
         )
         initial_high = max(1.0, cap)
@@ -391,14 +480,7 @@ def slo_capacity(
             "the open-loop capacity is the safer figure for user-facing traffic"
         )
     else:
-        tiny = open_loop(
-            built.step_model,
-            arrival_rate_per_s=1e-6,
-            input_tokens=p,
-            output_tokens=n,
-            kv_capacity_tokens=kv,
-        )
-        saturation = tiny.saturation_rate_per_s
+        saturation = _open_loop(built, traffic, 1e-6).saturation_rate_per_s
         initial_high = SATURATION_BRACKET * saturation
         tier_a_max = _tier_a_max_rate(built, traffic, objective, saturation)
 
