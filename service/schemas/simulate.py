@@ -514,6 +514,10 @@ class SimulateResponse(ResponseModel):
     engine_config: EngineConfigOut
     stable: bool = Field(examples=[True])
     stability_reason: str
+    stability_conclusive: bool = Field(examples=[True])
+    """False when the measured window was too short (under two mean residences) to tell a
+    growing queue from one still filling up: ``stable`` is then false as a precaution, and more
+    requests (or warm-up) settle it."""
     ttft_s: LatencyOut | None
     itl_s: LatencyOut | None
     tpot_s: LatencyOut | None

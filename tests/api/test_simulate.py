@@ -223,3 +223,17 @@ def test_warmup_must_leave_requests_to_measure(client: TestClient) -> None:
     response = sim(client, traffic=open_loop(1.0, num_requests=10, warmup_requests=10))
     assert response.status_code == 422
     assert [e["pointer"] for e in response.json()["errors"]] == ["/traffic"]
+
+
+def test_a_window_too_short_to_judge_says_so(client: TestClient) -> None:
+    # 12 requests at 20/s span about 0.5 s, while each stays for 256 decode steps (> 1 s):
+    # the queue cannot be told apart from one still filling up.
+    body = sim(
+        client, traffic=open_loop(20.0, num_requests=12, output_tokens=256, warmup_requests=1)
+    ).json()
+    assert body["stable"] is False
+    assert body["stability_conclusive"] is False
+    assert "too short" in body["stability_reason"]
+    longer = sim(client, traffic=open_loop(2.0, num_requests=300, output_tokens=64)).json()
+    assert longer["stable"] is True
+    assert longer["stability_conclusive"] is True

@@ -242,10 +242,11 @@ def simulate_serving(
     )
     warnings.extend(summary.warnings)
     stable, stability_reason = summary.stable, summary.stability_reason
+    conclusive = summary.stability_conclusive
     if body.traffic.mode == "closed_loop":
         # At most ``concurrency`` requests are ever in the system, so no queue can grow; the
         # open-loop test (throughput vs send rate) only sees the last requests still running.
-        stable = True
+        stable, conclusive = True, True
         stability_reason = (
             f"closed loop: at most {body.traffic.concurrency} requests are in the system, so the "
             "queue cannot grow (overload shows as latency)"
@@ -273,6 +274,7 @@ def simulate_serving(
         ),
         stable=stable,
         stability_reason=stability_reason,
+        stability_conclusive=conclusive,
         ttft_s=latency_out(summary.ttft_s) if stable else None,
         itl_s=latency_out(summary.itl_s) if stable else None,
         tpot_s=latency_out(summary.tpot_s) if stable else None,
