@@ -656,6 +656,7 @@ def size_command(
 
     from service.api.routes.sizing import default_max_model_len
     from service.core.sizing import SearchSpace, SizingTraffic, sglang_args, size, vllm_args
+    from service.core.sizing.explain import explain
     from service.core.sizing.slo_text import parse_slo
 
     try:
@@ -772,6 +773,7 @@ def size_command(
             )
     for warning in result.warnings:
         console.print(f"warning: {warning}", style="yellow", soft_wrap=True, markup=False)
+    console.print(explain(result), soft_wrap=True, markup=False)
     if not result.plans:
         console.print("[red]no candidate meets the SLO at this rate[/]")
         raise typer.Exit(code=1)

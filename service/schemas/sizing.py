@@ -188,6 +188,14 @@ class SizingResponse(ResponseModel):
     headroom: float
     plans: list[PlanOut]
     plans_found: int
+    explanation: str = Field(
+        examples=[
+            "Best: h100-sxm vllm TP1 ... × 3 replicas (3 GPUs, $7.50/h), verified by simulation; "
+            "binding constraint tpot_s.p95, 71% of its capacity at the target rate."
+        ]
+    )
+    """What won and by how much over the runner-up, the rejections counted by reason; with no
+    plan, what every candidate ran into and the nearest miss."""
     rejected: list[RejectedOut]
     candidates_evaluated: int
     simulations: int

@@ -38,6 +38,7 @@ def test_sizing_ranks_the_cheaper_gpu_first_and_verifies_it(client: TestClient) 
     assert best["simulation"]["ttft_p95_s"] <= 2.0
     assert body["candidates_evaluated"] == 2
     assert body["cached"] is False
+    assert body["explanation"].startswith("Best: a100-sxm-80gb ")
     # The same request again is answered from the cache.
     assert client.post("/v1/sizing", json=BODY).json()["cached"] is True
 
@@ -59,3 +60,14 @@ def test_unknown_hardware_and_bad_input_are_422_with_pointers(client: TestClient
 def test_default_max_model_len_holds_the_longest_request() -> None:
     assert default_max_model_len(512, 128) == 2048
     assert default_max_model_len(3000, 1200) == 8192  # 4200 → next power of two
+
+
+def test_an_slo_below_every_zero_load_value_is_explained(client: TestClient) -> None:
+    cache_clear()
+    body = BODY | {"slo": {"ttft_s": {"p95": 0.001}}}
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 200, response.text
+    out = response.json()
+    assert out["plans"] == []
+    assert {r["reason"] for r in out["rejected"]} == {"infeasible-at-zero-load"}
+    assert "no number of replicas can meet it" in out["explanation"]

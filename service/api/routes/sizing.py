@@ -35,6 +35,7 @@ from service.core.sizing import (
     vllm_args,
 )
 from service.core.sizing.engine_args import Role
+from service.core.sizing.explain import explain
 from service.core.sizing.space import DEFAULT_KV_CACHE_DTYPES, DEFAULT_MAX_NUM_BATCHED_TOKENS
 from service.core.steptime import MeasuredProfile
 from service.db.repository import HardwareRepository
@@ -201,6 +202,7 @@ def response_out(result: SizingResult, model: str) -> SizingResponse:
         headroom=result.headroom,
         plans=[plan_out(i + 1, p, model) for i, p in enumerate(result.plans)],
         plans_found=result.plans_found,
+        explanation=explain(result),
         rejected=[
             RejectedOut(candidate=r.candidate.label, reason=r.reason, detail=r.detail, miss=r.miss)
             for r in result.rejected
