@@ -351,6 +351,11 @@ class SloCapacityResponse(_Out):
     probes: int
     """Simulations run, short screening runs included."""
     short_probes: int
+    confirmation_seeds: int = Field(examples=[2])
+    """Runs with other seeds at the answer (0 when nothing was found)."""
+    confirmed_by_seeds: int = Field(examples=[2])
+    """How many of them meet the SLO too; fewer than ``confirmation_seeds`` means the answer
+    leans on the luck of one sample path (a warning says so)."""
     simulated_requests: int
-    """Requests simulated over all probes."""
+    """Requests simulated over all probes, confirmation runs included."""
     warnings: list[str]

@@ -164,17 +164,32 @@ def test_capacity_brackets_the_answer_between_a_hit_and_a_miss(client: TestClien
     assert body["converged"]
     assert body["binding_constraint"] == "ttft_s.p95"
     assert body["bracket_high"] - body["bracket_low"] <= 0.05 * body["bracket_high"]
-    # The search's own seed: re-evaluating at the answer meets the SLO; at the bracket's top
-    # (same seed, common random numbers) it does not.
-    for load, feasible in ((rate, True), (body["bracket_high"], False)):
+    # The search's own seed: re-evaluating at the bisection's answer meets the SLO; at the
+    # bracket's top (same seed, common random numbers) it does not.
+    for load, feasible in ((body["bracket_low"], True), (body["bracket_high"], False)):
         check = post(
             client, "evaluate", traffic=traffic(load, 300), slo=slo, tier="simulation"
         ).json()
         assert check["feasible"] is feasible, (load, check["reason"])
+    # The answer is confirmed with two more seeds (lowered below the bracket if they miss).
+    assert rate <= body["bracket_low"]
+    assert body["confirmation_seeds"] == 2
+    if body["confirmed_by_seeds"] == 2:
+        for seed in (3, 4, 5):
+            check = post(
+                client,
+                "evaluate",
+                traffic=traffic(rate, 300, seed=seed),
+                slo=slo,
+                tier="simulation",
+            ).json()
+            assert check["feasible"] is True, (seed, check["reason"])
+    if rate < body["bracket_low"]:
+        assert any("lowered" in w for w in body["warnings"])
     curve = body["curve"]
     rates = [p["rate_per_s"] for p in curve]
     assert rates == sorted(rates)
-    assert rate in rates
+    assert body["bracket_low"] in rates
     assert body["tier_a_saturation_rate_per_s"] > 0
     assert body["probes"] >= len(curve)
     assert body["simulated_requests"] >= 300 * len(curve)

@@ -61,6 +61,11 @@ MAX_SEARCH_TOKENS = 4 * MAX_EXPECTED_TOKENS
 SHORT_FRACTION = 4
 """A screening run simulates a quarter of the requests."""
 SATURATION_BRACKET = 1.05
+CONFIRMATION_SEEDS = 2
+"""Extra runs at the answer with other seeds (modeling.md §3.11: "confirm with 2-3 seeds")."""
+CONFIRMATION_STEPS = 3
+"""Times the answer may be lowered (by twice the tolerance) until every seed meets the SLO."""
+CONFIRMATION_RUNS = CONFIRMATION_SEEDS + (CONFIRMATION_STEPS - 1) * (CONFIRMATION_SEEDS + 1)
 """The search starts just above Tier A's saturation rate (modeling.md §3.11)."""
 TIER_A_BISECTIONS = 40
 MAX_RATE_PER_S = 1_000_000.0
@@ -406,7 +411,7 @@ def evaluate_slo(
 def _search_bounds(body: SloCapacityRequest, workload: Workload) -> None:
     """Refuse a search whose probes together could simulate too much."""
     traffic, search = body.traffic, body.search
-    runs = search.max_probes + search.curve_points
+    runs = search.max_probes + search.curve_points + CONFIRMATION_RUNS
     per_probe = traffic.num_requests * (1.0 + (1.0 / SHORT_FRACTION if search.screen else 0.0))
     requests = math.ceil(runs * per_probe)
     mean_tokens = float(np.mean(workload.prompt_tokens + workload.output_tokens))
@@ -448,6 +453,28 @@ def _tier_a_max_rate(
     return low if low > 0 else None
 
 
+def _confirm(probe: Any, load: float, integer: bool, tolerance: float) -> tuple[float, int, bool]:
+    """``(answer, seeds that meet the SLO there, lowered?)``.
+
+    The bisection follows one sample path (common random numbers); runs with other seeds at its
+    answer show how much of it is that path's luck. While some miss, the answer steps down by
+    twice the tolerance (one concurrency in a closed loop), at most ``CONFIRMATION_STEPS - 1``
+    times, and the search's own seed is checked again there.
+    """
+    answer, lowered = load, False
+    confirmed = 0
+    for step in range(CONFIRMATION_STEPS):
+        if step:
+            lower = answer - 1 if integer else answer * (1 - 2 * tolerance)
+            if lower < (1 if integer else 0) or not probe(lower, False).feasible:
+                break
+            answer, lowered = lower, True
+        confirmed = sum(probe(answer, False, k).feasible for k in range(1, CONFIRMATION_SEEDS + 1))
+        if confirmed == CONFIRMATION_SEEDS:
+            break
+    return answer, confirmed, lowered
+
+
 @router.post("/capacity", response_model=SloCapacityResponse)
 def slo_capacity(
     body: Annotated[SloCapacityRequest, Body(openapi_examples=CAPACITY_EXAMPLES)],
@@ -486,9 +513,11 @@ def slo_capacity(
 
     simulated = 0
 
-    def probe(load: float, short: bool) -> CurvePoint:
+    def probe(load: float, short: bool, seed_offset: int = 0) -> CurvePoint:
         nonlocal simulated
         update: dict[str, Any] = _short(traffic) if short else {}
+        if seed_offset:
+            update["seed"] = (traffic.seed + seed_offset) % 2**63
         simulated += update.get("num_requests", traffic.num_requests)
         if closed:
             update["concurrency"] = int(load)
@@ -522,6 +551,21 @@ def slo_capacity(
             "with few requests a steady queue can look unstable, so more requests per probe "
             "may raise the answer"
         )
+    found = result.max_load > 0
+    answer, confirmed = result.max_load, 0
+    if found:
+        answer, confirmed, lowered = _confirm(probe, result.max_load, closed, body.search.tolerance)
+        if lowered:
+            warnings.append(
+                f"the bisection's answer {result.max_load:.4g} was lowered to {answer:.4g} so "
+                f"that runs with {CONFIRMATION_SEEDS} other seeds meet the SLO too"
+            )
+        if confirmed < CONFIRMATION_SEEDS:
+            warnings.append(
+                f"at the answer, {CONFIRMATION_SEEDS - confirmed} of {CONFIRMATION_SEEDS} runs "
+                "with other seeds miss the SLO: the figure carries sampling noise beyond the "
+                "search tolerance; simulate more requests per probe for a firmer answer"
+            )
     curve = [
         CurvePointOut(
             rate_per_s=None if closed else pt.load,
@@ -538,14 +582,13 @@ def slo_capacity(
         )
         for pt in result.curve
     ]
-    found = result.max_load > 0
     return SloCapacityResponse(
         model=built.model.id,
         hardware=built.hardware.id,
         engine=built.memory.deployment.engine,
         mode=traffic.mode,
-        max_rate_per_s=None if closed or not found else result.max_load,
-        max_concurrency=int(result.max_load) if closed and found else None,
+        max_rate_per_s=None if closed or not found else answer,
+        max_concurrency=int(answer) if closed and found else None,
         binding_constraint=result.binding,
         converged=result.converged,
         bracket_low=result.low,
@@ -558,6 +601,8 @@ def slo_capacity(
         zero_load_ttft_p95_s=zero_ttft_p95,
         probes=result.probes,
         short_probes=result.short_probes,
+        confirmation_seeds=CONFIRMATION_SEEDS if found else 0,
+        confirmed_by_seeds=confirmed,
         simulated_requests=simulated,
         warnings=warnings,
     )
