@@ -7,6 +7,11 @@ tables, the fitted engine constants without the tables, and both (after calibrat
 prints the errors of the datasheet defaults on each kernel table and which rows were excluded,
 and why.
 ``--fit`` refits the engine constants first and prints them (minutes).
+``--simulate`` replays every steady-state calibration row through the simulator as its
+benchmark ran (:mod:`service.calibration.simulated`) and prints per-engine MAPE side by side:
+steady-state estimate, simulator without calibration, with the mean-field constants and with the
+simulator's own constants, then the worst rows (minutes). ``--simulate --holdout`` refits the
+simulator constants leaving one model out and prints the errors on the model left out.
 
 Closed-loop TTFT at concurrency ``C`` is predicted as the steady state of ``C`` clients:
 request overhead + admission wait + the rest of the running step + the wait behind other
@@ -35,10 +40,13 @@ from service.calibration import (
     resolve_cases,
     steady_state_cases,
 )
+from service.calibration.cases import Group, ServingCase
+from service.calibration.fitting import fit_simulator_constants
 from service.calibration.simulated import simulate_cases
 from service.catalog import ModelCatalog
 from service.core.architecture import Architecture
-from service.core.steptime import ENGINE_PROFILES, EngineProfile
+from service.core.steptime import ENGINE_PROFILES, EngineProfile, StepTimeModel
+from service.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
 CATALOGUE = Path(__file__).resolve().parent.parent / "models"
 
@@ -148,30 +156,86 @@ def holdout(max_evaluations: int) -> None:
             print(f"{engine:<8} {model:<36} {len(test):>5}  {ttft_mape:>7.1f}  {tpot_mape:>7.1f}")
 
 
-def simulated() -> None:
-    """TTFT and TPOT of every steady-state calibration row predicted through the simulator,
-    next to the steady-state estimate on the same rows."""
+def _simulation_inputs() -> tuple[list[ServingCase], dict[Group, tuple[StepTimeModel, float]]]:
     archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
     gpu = reference_gpu("H100 SXM")
     cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
     compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
-    cases = steady_state_cases(cases, compiled)
-    steady = evaluate_serving(cases, compiled)
-    sim_ttft, sim_tpot = simulate_cases(cases, compiled)
+    return steady_state_cases(cases, compiled), compiled
+
+
+def _ape(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    out: np.ndarray = 100 * np.abs(pred - true) / true
+    return out
+
+
+def simulated(worst: int = 8) -> None:
+    """TTFT and TPOT of every steady-state calibration row predicted through the simulator
+    replaying each row's benchmark (:mod:`service.calibration.simulated`), next to the
+    steady-state estimate on the same rows: without calibration (plain roofline), with the
+    mean-field constants, and with the simulator's own constants (``SIMULATOR_ENGINE_PROFILES``)."""
+    archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
+    gpu = reference_gpu("H100 SXM")
+    cases, compiled = _simulation_inputs()
+    roofline = compile_models(cases, archs, gpu, measured=load_measured_profile(), calibrated=False)
     ttft = np.array([c.row.ttft_s for c in cases])
     tpot = np.array([c.row.tpot_s for c in cases])
-    print(f"\n{'engine':<8} {'rows':>5}  {'TTFT % steady/sim':>18}  {'TPOT % steady/sim':>18}")
-    for engine in sorted({c.row.engine for c in cases}):
-        mask = np.array([c.row.engine == engine for c in cases])
-
-        def mape(pred: np.ndarray, true: np.ndarray, mask: np.ndarray = mask) -> float:
-            return 100 * float(np.mean(np.abs(pred[mask] - true[mask]) / true[mask]))
-
+    steady = evaluate_serving(cases, compiled)
+    tiers: dict[str, tuple[np.ndarray, np.ndarray]] = {
+        "steady state": (steady.ttft_s, steady.tpot_s),
+        "sim, roofline": simulate_cases(cases, roofline),
+        "sim, mean-field constants": simulate_cases(cases, compiled),
+        "sim, simulator constants": simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES),
+    }
+    engines = sorted({c.row.engine for c in cases})
+    print(f"\nMAPE % (TTFT / TPOT) over the steady-state rows of {', '.join(CALIBRATION_MODELS)}")
+    print(
+        f"  {'tier':<28}"
+        + "".join(f"{e + f' ({sum(c.row.engine == e for c in cases)})':>20}" for e in engines)
+    )
+    for name, (pred_ttft, pred_tpot) in tiers.items():
+        cells = []
+        for engine in engines:
+            mask = np.array([c.row.engine == engine for c in cases])
+            t = float(_ape(pred_ttft[mask], ttft[mask]).mean())
+            p = float(_ape(pred_tpot[mask], tpot[mask]).mean())
+            cells.append(f"{t:>11.1f} / {p:<6.1f}")
+        print(f"  {name:<28}" + "".join(f"{cell:>20}" for cell in cells))
+    sim_ttft, sim_tpot = tiers["sim, simulator constants"]
+    error = _ape(sim_ttft, ttft) + _ape(sim_tpot, tpot)
+    print("\nWorst rows through the simulator (simulator constants), measured vs predicted (ms)")
+    for i in np.argsort(-error)[:worst]:
+        c = cases[i]
+        r = c.row
         print(
-            f"{engine:<8} {int(mask.sum()):>5}  {mape(steady.ttft_s, ttft):>8.1f}/"
-            f"{mape(sim_ttft, ttft):<9.1f}  {mape(steady.tpot_s, tpot):>8.1f}/"
-            f"{mape(sim_tpot, tpot):<9.1f}"
+            f"  {r.engine:<7} {c.model_id:<28} TP{c.tensor_parallel_size}"
+            f" EP{c.expert_parallel_size} {r.input_tokens}/{r.output_tokens} C{r.concurrency}:"
+            f" TTFT {1e3 * r.ttft_s:.0f}"
+            f" vs {1e3 * sim_ttft[i]:.0f}, TPOT {1e3 * r.tpot_s:.1f} vs {1e3 * sim_tpot[i]:.1f}"
         )
+
+
+def simulated_holdout(max_evaluations: int, stride: int) -> None:
+    """Leave one model out: refit the simulator constants of each engine that has its own
+    (``SIMULATOR_ENGINE_PROFILES`` differs from ``ENGINE_PROFILES``) on every ``stride``-th row
+    of its other models and print the simulator's errors on the model left out."""
+    cases, compiled = _simulation_inputs()
+    refitted = {e for e, p in SIMULATOR_ENGINE_PROFILES.items() if p != ENGINE_PROFILES[e]}
+    print(f"\n{'engine':<8} {'held-out model':<36} {'rows':>5}  {'TTFT %':>7}  {'TPOT %':>7}")
+    for engine in sorted({c.row.engine for c in cases} & refitted):
+        own = [c for c in cases if c.row.engine == engine]
+        for model in sorted({c.row.model for c in own}):
+            train = [c for c in own if c.row.model != model][::stride]
+            test = [c for c in own if c.row.model == model]
+            if not train:
+                continue
+            profile, _ = fit_simulator_constants(
+                train, compiled, engine=engine, max_evaluations=max_evaluations
+            )
+            pred_ttft, pred_tpot = simulate_cases(test, compiled, {engine: profile})
+            ttft_mape = float(_ape(pred_ttft, np.array([c.row.ttft_s for c in test])).mean())
+            tpot_mape = float(_ape(pred_tpot, np.array([c.row.tpot_s for c in test])).mean())
+            print(f"{engine:<8} {model:<36} {len(test):>5}  {ttft_mape:>7.1f}  {tpot_mape:>7.1f}")
 
 
 def main() -> None:
@@ -184,8 +248,22 @@ def main() -> None:
     parser.add_argument(
         "--simulate", action="store_true", help="predict the rows through the simulator (minutes)"
     )
+    parser.add_argument(
+        "--sim-evaluations",
+        type=int,
+        default=60,
+        help="with --simulate --holdout: simulator evaluations per fit",
+    )
+    parser.add_argument(
+        "--stride",
+        type=int,
+        default=4,
+        help="with --simulate --holdout: fit on every n-th training row",
+    )
     args = parser.parse_args()
-    if args.simulate:
+    if args.simulate and args.holdout:
+        simulated_holdout(args.sim_evaluations, args.stride)
+    elif args.simulate:
         simulated()
     elif args.holdout:
         holdout(args.evaluations)

@@ -99,3 +99,74 @@ def fit_engine_constants(
     )
     best = np.exp(np.clip(result.x, low, high))
     return _with(base, best), float(result.fun)
+
+
+SIMULATOR_FITTED: tuple[str, ...] = (
+    "step_overhead_s",
+    "eager_overhead_per_layer_s",
+    "request_overhead_s",
+    "compute_slowdown",
+    "memory_slowdown",
+)
+"""Constants refitted for the simulator; the clumping constant has no role there (the clients
+are simulated)."""
+
+
+def fit_simulator_constants(
+    cases: Sequence[ServingCase],
+    models: Mapping[Group, tuple[StepTimeModel, float]],
+    *,
+    engine: str,
+    start: EngineProfile | None = None,
+    max_evaluations: int = 60,
+) -> tuple[EngineProfile, float]:
+    """Fit :data:`SIMULATOR_FITTED` for ``engine`` through the simulator replaying each case's
+    benchmark (:func:`service.calibration.simulated.simulate_cases`).
+
+    Nelder-Mead on the logarithms inside :data:`FITTED_BOUNDS`, minimising
+    ``MAPE(TTFT) + MAPE(TPOT)`` over the engine's cases, starting from ``start`` (default: the
+    mean-field constants). Returns the profile and the objective (a fraction).
+    """
+    from service.calibration.simulated import simulate_cases
+
+    own = [c for c in cases if c.row.engine == engine]
+    if not own:
+        raise ValueError(f"no cases for engine {engine!r}")
+    base = start or engine_profile(engine)
+    ttft = np.array([c.row.ttft_s for c in own])
+    tpot = np.array([c.row.tpot_s for c in own])
+    low = np.log([FITTED_BOUNDS[name][0] for name in SIMULATOR_FITTED])
+    high = np.log([FITTED_BOUNDS[name][1] for name in SIMULATOR_FITTED])
+    x0 = np.clip(np.log([max(getattr(base, n), 1e-4) for n in SIMULATOR_FITTED]), low, high)
+    simplex = np.vstack([x0] + [x0 + 0.3 * np.eye(len(x0))[i] for i in range(len(x0))])
+
+    def profile_at(logs: np.ndarray) -> EngineProfile:
+        step, eager, request, compute, memory = (float(v) for v in np.exp(np.clip(logs, low, high)))
+        return replace(
+            base,
+            step_overhead_s=step,
+            eager_overhead_per_layer_s=eager,
+            request_overhead_s=request,
+            compute_slowdown=compute,
+            memory_slowdown=memory,
+            calibrated=True,
+        )
+
+    def objective(logs: np.ndarray) -> float:
+        penalty = float(np.sum(np.maximum(low - logs, 0) + np.maximum(logs - high, 0)))
+        pred_ttft, pred_tpot = simulate_cases(own, models, {engine: profile_at(logs)})
+        error = np.mean(np.abs(pred_ttft - ttft) / ttft) + np.mean(np.abs(pred_tpot - tpot) / tpot)
+        return float(error + 10.0 * penalty)
+
+    result = minimize(
+        objective,
+        x0,
+        method="Nelder-Mead",
+        options={
+            "maxfev": max_evaluations,
+            "xatol": 1e-2,
+            "fatol": 1e-4,
+            "initial_simplex": simplex,
+        },
+    )
+    return profile_at(result.x), float(result.fun)

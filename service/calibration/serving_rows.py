@@ -43,6 +43,8 @@ class ServingMeasurement:
     expert_parallel_size: int | None
     ttft_s: float
     tpot_s: float
+    source: str = ""
+    """The row's provenance note (``silicon_data_source``): which sweep measured it."""
 
 
 def _int(value: str) -> int | None:
@@ -80,6 +82,7 @@ def load_serving_measurements(path: Path = E2E_SERVING_CSV) -> tuple[ServingMeas
             expert_parallel_size=_int(row["moe_ep_size"]),
             ttft_s=float(row["silicon_ttft_ms"]) / 1e3,
             tpot_s=float(row["silicon_tpot_ms"]) / 1e3,
+            source=row["silicon_data_source"],
         )
         for row in rows
     )

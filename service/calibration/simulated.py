@@ -1,67 +1,187 @@
-"""Closed-loop serving rows predicted through the simulator (Tier B) instead of the
-steady-state estimate.
+"""Closed-loop serving rows replayed through the simulator (Tier B), the way they were measured.
 
-Each row of ``e2e_serving.csv`` is a benchmark at concurrency ``C`` with fixed lengths. It is
-replayed as ``C`` closed-loop clients sending ``max(min_requests, requests_per_client·C)``
-requests back to back; the first ``C`` are warm-up. The engine's per-request overhead ``Z``
-(fitted with the step-time constants) is spent outside the engine, so it acts as the clients'
-think time and is added to TTFT, as a client measures it. The scheduler is vLLM v1's with the
-engine profile's token budget and ``max_num_seqs``; the KV pool is the compiled model's
-capacity in 16-token blocks.
+Each aggregated row of ``e2e_serving.csv`` is the mean TTFT and TPOT of one benchmark run at
+concurrency ``C``. The rows come from two sweeps whose clients behave differently
+(:func:`benchmark_client` tells them apart by the row's provenance note):
+
+* **InferenceMAX-style sweeps** (the vLLM rows of Llama-3.1-70B, gpt-oss-120b and MiniMax-M2.5,
+  ISL/OSL 1k/1k, 1k/8k, 8k/1k): vLLM's ``benchmark_serving.py --dataset-name random
+  --random-range-ratio 0.8 --num-prompts 10·C --max-concurrency C --request-rate inf
+  --ignore-eos`` (SemiAnalysisAI/InferenceMAX ``benchmarks/benchmark_lib.sh``,
+  ``benchmarks/gptoss_fp4_h100.sh``). Every request is created at ``t = 0`` and gated by a
+  semaphore of ``C``, so the first ``C`` requests reach an idle server together and queue
+  behind each other's prefills; the mean is over **all** ``10·C`` requests, that first wave
+  included (warm-up requests, when asked for, run and finish before the measured run). Prompt
+  and output lengths are drawn uniformly from ``[⌊0.8·L⌋, L]`` (``utils/bench_serving/
+  benchmark_serving.py: sample_random_requests``), which also keeps the clients out of step.
+  The server ran with ``--max-num-batched-tokens 8192`` and ``--max-num-seqs C``.
+* **aiconfigurator's own sweep** (``aic-auto-gap-analysis``: the TensorRT-LLM rows): ``genai-perf
+  --concurrency C --request-count 10·C --warmup-request-count 2·C`` with fixed lengths
+  (``ai-dynamo/aiconfigurator:src/aiconfigurator/eval/benchmarks/genai_perf_runner.py``),
+  against a TensorRT-LLM worker configured by aiconfigurator's generator:
+  ``max_num_tokens = max_batch_size + ISL + 1500`` rounded up to the 32-token KV block and
+  chunked prefill off (``generator/rule_plugin/trtllm.rule``; the PyTorch flow's default), with
+  ``max_batch_size`` taken as ``C``. So a step holds the running decodes and whole prompts
+  that fit in ``ISL + 1500`` tokens — one prompt per step from ISL 1500 on — not 8192 tokens.
+  The warm-up requests run as a phase of their own; the measured ``10·C`` start together on a
+  drained server, like InferenceMAX's. (The source does not settle whether the measured phase
+  follows the warm-up without a gap; the rows at ``C = 128``, whose mean TTFT carries the first
+  wave's one-prompt-per-step staircase, side with a fresh start.)
+
+The per-request overhead of the engine profile (HTTP, tokenisation, first-token streaming) is
+spent outside the engine before the request reaches the queue: it is part of every TTFT and of
+every client's cycle (:class:`service.core.simulation.ClientOverheads`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from service.calibration.cases import Group, ServingCase
-from service.core.simulation import EngineConfig, simulate
+from service.core.simulation import ClientOverheads, EngineConfig, simulate
 from service.core.simulation.adapters import steptime_adapter
-from service.core.steptime import StepTimeModel
-from service.core.traffic import FixedLength, closed_loop_workload
+from service.core.simulation.config import SchedulingPolicy
+from service.core.steptime import EngineProfile, StepTimeModel
+from service.core.traffic import FixedLength, LengthDistribution, UniformLength
+from service.core.traffic.workload import ClosedLoopWorkload, closed_loop_workload
 
-__all__ = ["BLOCK_SIZE_TOKENS", "simulate_cases"]
+__all__ = [
+    "AICONFIGURATOR_EVAL",
+    "BLOCK_SIZE_TOKENS",
+    "INFERENCEMAX",
+    "BenchmarkClient",
+    "benchmark_client",
+    "benchmark_workload",
+    "engine_config",
+    "simulate_cases",
+]
 
 BLOCK_SIZE_TOKENS = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchmarkClient:
+    """How a sweep's benchmark client and server launch drove one row (module docstring)."""
+
+    name: str
+    requests_per_client: int
+    """Measured requests per client: ``num_prompts = requests_per_client · C``."""
+    warmup_per_client: int
+    """Unmeasured requests per client sent before them in the same closed loop (0 when the
+    benchmark's warm-up is a phase of its own that drains before the measured run)."""
+    length_range_ratio: float
+    """Lengths uniform on ``[⌊ratio·L⌋, L]``; 1 is fixed lengths."""
+    generated_token_budget: bool
+    """True: aiconfigurator's TensorRT-LLM deployment (``max_num_tokens = C + ISL + 1500``,
+    no chunked prefill); False: the engine profile's own budget, chunked prefill."""
+
+
+INFERENCEMAX = BenchmarkClient(
+    name="vllm benchmark_serving (InferenceMAX sweep)",
+    requests_per_client=10,
+    warmup_per_client=0,
+    length_range_ratio=0.8,
+    generated_token_budget=False,
+)
+AICONFIGURATOR_EVAL = BenchmarkClient(
+    name="genai-perf (aiconfigurator sweep)",
+    requests_per_client=10,
+    warmup_per_client=0,
+    length_range_ratio=1.0,
+    generated_token_budget=True,
+)
+
+_TRTLLM_BUDGET_SLACK_TOKENS = 1500
+_TRTLLM_TOKENS_PER_BLOCK = 32
+
+
+def benchmark_client(case: ServingCase) -> BenchmarkClient:
+    """The client that measured ``case``: aiconfigurator's sweep for rows whose provenance
+    names it, InferenceMAX's otherwise.
+
+    >>> from service.calibration.serving_rows import load_serving_measurements
+    >>> rows = {r.model: r for r in load_serving_measurements() if r.mode == "agg"}
+    >>> "aic-auto-gap-analysis" in rows["meta-llama/Llama-3.1-8B-Instruct"].source
+    True
+    """
+    return AICONFIGURATOR_EVAL if "aic-auto-gap-analysis" in case.row.source else INFERENCEMAX
+
+
+def _lengths(nominal: int, ratio: float) -> LengthDistribution:
+    low = max(math.floor(nominal * ratio), 1)
+    return FixedLength(nominal) if low >= nominal else UniformLength(low, nominal)
+
+
+def benchmark_workload(
+    case: ServingCase, client: BenchmarkClient, rng: np.random.Generator
+) -> ClosedLoopWorkload:
+    """``C`` clients, all starting at ``t = 0``, sending ``(k_warm + k)·C`` requests back to
+    back; the first ``k_warm·C`` are not measured."""
+    row = case.row
+    clients = row.concurrency or 1
+    warmup = client.warmup_per_client * clients
+    return closed_loop_workload(
+        clients=clients,
+        num_requests=warmup + client.requests_per_client * clients,
+        input_tokens=_lengths(row.input_tokens, client.length_range_ratio),
+        output_tokens=_lengths(row.output_tokens, client.length_range_ratio),
+        rng=rng,
+        warmup_requests=warmup,
+    )
+
+
+def engine_config(
+    case: ServingCase, model: StepTimeModel, kv_tokens: float, client: BenchmarkClient
+) -> EngineConfig:
+    """Scheduler limits of the deployment that was measured (module docstring)."""
+    row = case.row
+    dp = model.inventory.data_parallel_size
+    clients = row.concurrency or 1
+    if client.generated_token_budget:
+        tokens = clients + row.input_tokens + _TRTLLM_BUDGET_SLACK_TOKENS
+        blocks = -(-tokens // _TRTLLM_TOKENS_PER_BLOCK)
+        budget = blocks * _TRTLLM_TOKENS_PER_BLOCK * dp
+        policy: SchedulingPolicy = "no_chunking"
+    else:
+        budget = model.engine.max_num_batched_tokens * dp
+        policy = "vllm_v1"
+    return EngineConfig(
+        max_num_batched_tokens=budget,
+        max_num_seqs=model.engine.max_num_seqs * dp,
+        block_size_tokens=BLOCK_SIZE_TOKENS,
+        num_kv_blocks=max(int(kv_tokens) // BLOCK_SIZE_TOKENS, 1),
+        policy=policy,
+    )
 
 
 def simulate_cases(
     cases: Sequence[ServingCase],
     models: Mapping[Group, tuple[StepTimeModel, float]],
+    profiles: Mapping[str, EngineProfile] | None = None,
     *,
-    requests_per_client: int = 4,
-    min_requests: int = 200,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mean TTFT and TPOT (completed requests in the window) of each case, in seconds."""
+    """Mean TTFT and TPOT of each case over its measured requests, in seconds, as the
+    benchmark client computes them; ``profiles`` override the compiled engines' constants."""
     ttft = np.empty(len(cases))
     tpot = np.empty(len(cases))
-    adapters = {key: steptime_adapter(model) for key, (model, _) in models.items()}
     for i, case in enumerate(cases):
         model, kv_tokens = models[case.group]
-        row = case.row
-        clients = row.concurrency or 1
-        dp = model.inventory.data_parallel_size
-        engine = EngineConfig(
-            max_num_batched_tokens=model.engine.max_num_batched_tokens * dp,
-            max_num_seqs=model.engine.max_num_seqs * dp,
-            block_size_tokens=BLOCK_SIZE_TOKENS,
-            num_kv_blocks=max(int(kv_tokens) // BLOCK_SIZE_TOKENS, 1),
+        if profiles is not None and case.row.engine in profiles:
+            model = model.with_engine(profiles[case.row.engine])
+        client = benchmark_client(case)
+        workload = benchmark_workload(case, client, np.random.default_rng(seed))
+        result = simulate(
+            workload,
+            engine_config(case, model, kv_tokens, client),
+            steptime_adapter(model),
+            overheads=ClientOverheads(preprocess_s=model.engine.request_overhead_s),
         )
-        overhead_s = model.engine.request_overhead_s
-        workload = closed_loop_workload(
-            clients=clients,
-            num_requests=max(min_requests, requests_per_client * clients),
-            input_tokens=FixedLength(row.input_tokens),
-            output_tokens=FixedLength(row.output_tokens),
-            rng=np.random.default_rng(seed),
-            think_time_s=overhead_s,
-            think_process="exponential",
-            warmup_requests=clients,
-        )
-        summary = simulate(workload, engine, adapters[case.group]).summary()
-        ttft[i] = summary.ttft_completed_s.mean + overhead_s
+        summary = result.summary()
+        ttft[i] = summary.ttft_completed_s.mean
         tpot[i] = summary.tpot_completed_s.mean
     return ttft, tpot

@@ -1,12 +1,21 @@
-"""Serving rows replayed through the simulator: TPOT agrees with the measured benchmark."""
+"""Serving rows replayed through the simulator as their benchmarks ran them.
+
+The benchmark modelling is checked against the published client and deployment settings
+(hand-computed); the accuracy guard replays a documented subset of the H100 rows and checks the
+errors reached through the simulator (``python -m bench.accuracy --simulate`` prints all rows).
+"""
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
+import pytest
 
 from bench.accuracy import architectures
 from service.calibration import (
     CALIBRATION_MODELS,
+    ServingCase,
     compile_models,
     load_measured_profile,
     load_serving_measurements,
@@ -14,23 +23,164 @@ from service.calibration import (
     resolve_cases,
     steady_state_cases,
 )
-from service.calibration.simulated import simulate_cases
+from service.calibration.cases import Group
+from service.calibration.simulated import (
+    AICONFIGURATOR_EVAL,
+    INFERENCEMAX,
+    benchmark_client,
+    benchmark_workload,
+    engine_config,
+    simulate_cases,
+)
+from service.core.simulation import ClientOverheads, simulate
+from service.core.simulation.adapters import steptime_adapter
+from service.core.steptime import StepTimeModel
+from service.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
+
+Compiled = dict[Group, tuple[StepTimeModel, float]]
 
 
-def test_simulated_tpot_tracks_the_measured_rows() -> None:
+@cache
+def calibration() -> tuple[tuple[ServingCase, ...], Compiled]:
     archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
     gpu = reference_gpu("H100 SXM")
     cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
     compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
-    small = [
+    return tuple(steady_state_cases(cases, compiled)), compiled
+
+
+def find(engine: str, model: str, tp: int, isl: int, osl: int, concurrency: int) -> ServingCase:
+    cases, _ = calibration()
+    return next(
         c
-        for c in steady_state_cases(cases, compiled)
-        if c.row.engine == "vllm" and (c.row.concurrency or 1) <= 8 and c.row.output_tokens <= 1024
-    ][:4]
-    assert small
-    ttft, tpot = simulate_cases(small, compiled, min_requests=40)
-    measured_tpot = np.array([c.row.tpot_s for c in small])
-    assert np.all(ttft > 0)
-    # Small closed loops: decode steps dominate, and the simulator's TPOT stays within 25 %
-    # of the benchmark's (its TTFT is not yet reliable; see bench/accuracy.py --simulate).
-    assert np.all(np.abs(tpot - measured_tpot) / measured_tpot < 0.25)
+        for c in cases
+        if c.row.engine == engine
+        and c.model_id == model
+        and c.tensor_parallel_size == tp
+        and (c.row.input_tokens, c.row.output_tokens, c.row.concurrency) == (isl, osl, concurrency)
+    )
+
+
+def test_rows_are_attributed_to_the_sweep_that_measured_them() -> None:
+    cases, _ = calibration()
+    clients = {(c.row.engine, c.model_id): benchmark_client(c) for c in cases}
+    assert clients[("vllm", "meta-llama/Llama-3.1-70B")] is INFERENCEMAX
+    assert clients[("vllm", "openai/gpt-oss-120b")] is INFERENCEMAX
+    assert clients[("trtllm", "meta-llama/Llama-3.1-8B")] is AICONFIGURATOR_EVAL
+    assert clients[("trtllm", "Qwen/Qwen3-235B-A22B")] is AICONFIGURATOR_EVAL
+
+
+def test_inferencemax_rows_send_ten_requests_per_client_all_measured_lengths_in_range() -> None:
+    case = find("vllm", "meta-llama/Llama-3.1-70B", 8, 1024, 1024, 16)
+    workload = benchmark_workload(case, INFERENCEMAX, np.random.default_rng(0))
+    # --num-prompts 10·C, no request left out of the mean, every client starts at t = 0.
+    assert workload.num_requests == 160
+    assert workload.clients == 16
+    assert workload.warmup_requests == 0
+    assert np.all(workload.think_time_s == 0.0)
+    # --random-range-ratio 0.8: randint(int(0.8·1024) = 819, 1024 + 1).
+    for lengths in (workload.prompt_tokens, workload.output_tokens):
+        assert lengths.min() >= 819
+        assert lengths.max() <= 1024
+        assert len(np.unique(lengths)) > 50
+
+
+def test_aiconfigurator_rows_measure_ten_requests_per_client_with_fixed_lengths() -> None:
+    case = find("trtllm", "meta-llama/Llama-3.1-8B", 4, 4096, 128, 32)
+    workload = benchmark_workload(case, AICONFIGURATOR_EVAL, np.random.default_rng(0))
+    # --request-count 10·C, measured from a drained server (the warm-up is its own phase).
+    assert workload.num_requests == 320
+    assert workload.warmup_requests == 0
+    assert np.all(workload.think_time_s == 0.0)
+    assert np.all(workload.prompt_tokens == 4096)
+    assert np.all(workload.output_tokens == 128)
+
+
+def test_trtllm_deployment_budget_is_batch_plus_prompt_plus_1500_in_whole_blocks() -> None:
+    case = find("trtllm", "meta-llama/Llama-3.1-8B", 4, 4096, 128, 32)
+    _, compiled = calibration()
+    model, kv_tokens = compiled[case.group]
+    config = engine_config(case, model, kv_tokens, AICONFIGURATOR_EVAL)
+    # 32 + 4096 + 1500 = 5628 tokens -> 176 blocks of 32 = 5632; chunked prefill off.
+    assert config.max_num_batched_tokens == 5632
+    assert config.policy == "no_chunking"
+
+
+def test_inferencemax_deployment_keeps_the_8192_token_chunked_budget() -> None:
+    case = find("vllm", "meta-llama/Llama-3.1-70B", 8, 1024, 1024, 16)
+    _, compiled = calibration()
+    model, kv_tokens = compiled[case.group]
+    config = engine_config(case, model, kv_tokens, INFERENCEMAX)
+    assert config.max_num_batched_tokens == 8192
+    assert config.policy == "vllm_v1"
+
+
+def test_the_first_wave_queues_behind_its_own_prefills() -> None:
+    # vLLM's benchmark releases all C requests at t = 0: eight ~7.4k-token prompts (59k tokens)
+    # need about seven 8192-token steps, so the first wave waits through a staircase of
+    # prefills, while later requests arrive spread out and wait for about one step.
+    case = find("vllm", "meta-llama/Llama-3.1-70B", 8, 8192, 1024, 8)
+    _, compiled = calibration()
+    model, kv_tokens = compiled[case.group]
+    workload = benchmark_workload(case, INFERENCEMAX, np.random.default_rng(0))
+    result = simulate(
+        workload,
+        engine_config(case, model, kv_tokens, INFERENCEMAX),
+        steptime_adapter(model),
+        overheads=ClientOverheads(preprocess_s=model.engine.request_overhead_s),
+    )
+    first, rest = result.ttft_s[:8], result.ttft_s[8:]
+    assert first.mean() > 2 * rest.mean()
+    assert np.argmax(first) > np.argmin(first)
+
+
+# Guard: every GUARD_STRIDE-th steady-state row of each engine (the full set takes minutes;
+# ``python -m bench.accuracy --simulate`` prints it). MAPE in percent reached on this subset with
+# SIMULATOR_ENGINE_PROFILES. vLLM meets the issue's floor (TTFT <= 25 %, TPOT <= 15 %) and is
+# held to it; TensorRT-LLM meets the TPOT floor but not yet the TTFT one, so it is held to what
+# it reached.
+GUARD_STRIDE = 3
+REACHED = {"trtllm": (29.1, 11.3), "vllm": (22.9, 11.9)}
+MARGIN = 1.5
+FLOOR = (25.0, 15.0)
+MEETS_TTFT_FLOOR = {"trtllm": False, "vllm": True}
+
+
+def subset(engine: str) -> list[ServingCase]:
+    cases, _ = calibration()
+    return [c for c in cases if c.row.engine == engine][::GUARD_STRIDE]
+
+
+def mape(cases: list[ServingCase], ttft: np.ndarray, tpot: np.ndarray) -> tuple[float, float]:
+    measured_ttft = np.array([c.row.ttft_s for c in cases])
+    measured_tpot = np.array([c.row.tpot_s for c in cases])
+    return (
+        100 * float(np.mean(np.abs(ttft - measured_ttft) / measured_ttft)),
+        100 * float(np.mean(np.abs(tpot - measured_tpot) / measured_tpot)),
+    )
+
+
+@cache
+def guarded(engine: str) -> tuple[float, float]:
+    rows = subset(engine)
+    _, compiled = calibration()
+    return mape(rows, *simulate_cases(rows, compiled, SIMULATOR_ENGINE_PROFILES))
+
+
+@pytest.mark.parametrize("engine", sorted(REACHED))
+def test_simulated_errors_stay_at_the_reached_figures(engine: str) -> None:
+    ttft, tpot = guarded(engine)
+    reached_ttft, reached_tpot = REACHED[engine]
+    assert len(subset(engine)) >= 30
+    assert ttft <= reached_ttft + MARGIN
+    assert tpot <= min(reached_tpot + MARGIN, FLOOR[1])
+    if MEETS_TTFT_FLOOR[engine]:
+        assert ttft <= FLOOR[0]
+
+
+def test_trtllm_simulator_constants_beat_the_mean_field_ones_through_the_simulator() -> None:
+    rows = subset("trtllm")
+    _, compiled = calibration()
+    mean_field_ttft, _ = mape(rows, *simulate_cases(rows, compiled))
+    ttft, _ = guarded("trtllm")
+    assert ttft < mean_field_ttft
