@@ -11,7 +11,8 @@ and why.
 benchmark ran (:mod:`service.calibration.simulated`) and prints per-engine MAPE side by side:
 steady-state estimate, simulator without calibration, with the mean-field constants and with the
 simulator's own constants, then the worst rows (minutes). ``--simulate --holdout`` refits the
-simulator constants leaving one model out and prints the errors on the model left out.
+simulator constants leaving one model out and prints the errors on the model left out (rows
+that record their client count only).
 
 Closed-loop TTFT at concurrency ``C`` is predicted as the steady state of ``C`` clients:
 request overhead + admission wait + the rest of the running step + the wait behind other
@@ -42,7 +43,7 @@ from service.calibration import (
 )
 from service.calibration.cases import Group, ServingCase
 from service.calibration.fitting import fit_simulator_constants
-from service.calibration.simulated import simulate_cases
+from service.calibration.simulated import replayable, simulate_cases
 from service.catalog import ModelCatalog
 from service.core.architecture import Architecture
 from service.core.steptime import ENGINE_PROFILES, EngineProfile, StepTimeModel
@@ -188,19 +189,27 @@ def simulated(worst: int = 8) -> None:
         "sim, simulator constants": simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES),
     }
     engines = sorted({c.row.engine for c in cases})
-    print(f"\nMAPE % (TTFT / TPOT) over the steady-state rows of {', '.join(CALIBRATION_MODELS)}")
-    print(
-        f"  {'tier':<28}"
-        + "".join(f"{e + f' ({sum(c.row.engine == e for c in cases)})':>20}" for e in engines)
-    )
-    for name, (pred_ttft, pred_tpot) in tiers.items():
-        cells = []
-        for engine in engines:
-            mask = np.array([c.row.engine == engine for c in cases])
-            t = float(_ape(pred_ttft[mask], ttft[mask]).mean())
-            p = float(_ape(pred_tpot[mask], tpot[mask]).mean())
-            cells.append(f"{t:>11.1f} / {p:<6.1f}")
-        print(f"  {name:<28}" + "".join(f"{cell:>20}" for cell in cells))
+    kept = np.array([replayable(c) for c in cases])
+    for title, rows in (
+        ("every steady-state row", np.ones(len(cases), dtype=bool)),
+        ("rows that record their client count (simulated.replayable)", kept),
+    ):
+        print(f"\nMAPE % (TTFT / TPOT), {title}, of {', '.join(CALIBRATION_MODELS)}")
+        print(
+            f"  {'tier':<28}"
+            + "".join(
+                f"{e + f' ({sum(rows & np.array([c.row.engine == e for c in cases]))})':>20}"
+                for e in engines
+            )
+        )
+        for name, (pred_ttft, pred_tpot) in tiers.items():
+            cells = []
+            for engine in engines:
+                mask = rows & np.array([c.row.engine == engine for c in cases])
+                t = float(_ape(pred_ttft[mask], ttft[mask]).mean())
+                p = float(_ape(pred_tpot[mask], tpot[mask]).mean())
+                cells.append(f"{t:>11.1f} / {p:<6.1f}")
+            print(f"  {name:<28}" + "".join(f"{cell:>20}" for cell in cells))
     sim_ttft, sim_tpot = tiers["sim, simulator constants"]
     error = _ape(sim_ttft, ttft) + _ape(sim_tpot, tpot)
     print("\nWorst rows through the simulator (simulator constants), measured vs predicted (ms)")
@@ -220,6 +229,7 @@ def simulated_holdout(max_evaluations: int, stride: int) -> None:
     (``SIMULATOR_ENGINE_PROFILES`` differs from ``ENGINE_PROFILES``) on every ``stride``-th row
     of its other models and print the simulator's errors on the model left out."""
     cases, compiled = _simulation_inputs()
+    cases = [c for c in cases if replayable(c)]
     refitted = {e for e, p in SIMULATOR_ENGINE_PROFILES.items() if p != ENGINE_PROFILES[e]}
     print(f"\n{'engine':<8} {'held-out model':<36} {'rows':>5}  {'TTFT %':>7}  {'TPOT %':>7}")
     for engine in sorted({c.row.engine for c in cases} & refitted):

@@ -28,6 +28,18 @@ concurrency ``C``. The rows come from two sweeps whose clients behave differentl
   follows the warm-up without a gap; the rows at ``C = 128``, whose mean TTFT carries the first
   wave's one-prompt-per-step staircase, side with a fresh start.)
 
+Client count. A row's ``batch_size`` is the client concurrency in most sweeps, but not in all:
+the TensorRT-LLM gpt-oss-120b rows (1.3.0rc1) record ``batch_size`` per attention-DP rank and the
+client count in their provenance (``silicon_concurrency = batch_size × TP``: 48 × 4 = 192,
+160 × 2 = 320). The replay therefore drives :func:`client_concurrency` clients (the recorded
+``silicon_concurrency``) against ``ranks = clients / batch_size`` scheduler ranks of
+``batch_size`` requests each, pooled into one simulated engine (each rank's token budget and
+batch added up; the step time is the row's TP-sharded model, which splits attention work over the
+same GPUs as attention DP does). A row whose provenance records no client count (the
+1.2.0rc6.post1 sweep, where ``batch_size`` is the server's batch, not the client count — its
+Qwen3-235B row waits 29 s for a first token, which no closed loop of 28 clients over a 28-request
+batch can) is not replayed: :func:`replayable` says which.
+
 The per-request overhead of the engine profile (HTTP, tokenisation, first-token streaming) is
 spent outside the engine before the request reaches the queue: it is part of every TTFT and of
 every client's cycle (:class:`service.core.simulation.ClientOverheads`).
@@ -36,6 +48,7 @@ every client's cycle (:class:`service.core.simulation.ClientOverheads`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -56,7 +69,10 @@ __all__ = [
     "BenchmarkClient",
     "benchmark_client",
     "benchmark_workload",
+    "client_concurrency",
     "engine_config",
+    "replayable",
+    "scheduler_ranks",
     "simulate_cases",
 ]
 
@@ -111,6 +127,31 @@ def benchmark_client(case: ServingCase) -> BenchmarkClient:
     return AICONFIGURATOR_EVAL if "aic-auto-gap-analysis" in case.row.source else INFERENCEMAX
 
 
+_CLIENTS = re.compile(r"silicon_concurrency=(\d+)")
+
+
+def client_concurrency(case: ServingCase) -> int | None:
+    """Clients the benchmark ran: the provenance's ``silicon_concurrency``, or None
+    (the gpt-oss-120b TensorRT-LLM row ``…c192_tp4…``: 192, over a ``batch_size`` of 48)."""
+    found = _CLIENTS.search(case.row.source)
+    return int(found.group(1)) if found else None
+
+
+def replayable(case: ServingCase) -> bool:
+    """True when the row records its client count (module docstring)."""
+    return client_concurrency(case) is not None
+
+
+def scheduler_ranks(case: ServingCase) -> int:
+    """Attention-DP scheduler ranks behind the row's ``batch_size``: ``clients / batch_size``
+    when the row records its batch per rank (a whole multiple above 1), else 1."""
+    clients = client_concurrency(case)
+    batch = case.row.concurrency
+    if clients is None or batch is None or clients <= batch or clients % batch:
+        return 1
+    return clients // batch
+
+
 def _lengths(nominal: int, ratio: float) -> LengthDistribution:
     low = max(math.floor(nominal * ratio), 1)
     return FixedLength(nominal) if low >= nominal else UniformLength(low, nominal)
@@ -122,7 +163,7 @@ def benchmark_workload(
     """``C`` clients, all starting at ``t = 0``, sending ``(k_warm + k)·C`` requests back to
     back; the first ``k_warm·C`` are not measured."""
     row = case.row
-    clients = row.concurrency or 1
+    clients = client_concurrency(case) or row.concurrency or 1
     warmup = client.warmup_per_client * clients
     return closed_loop_workload(
         clients=clients,
@@ -139,19 +180,22 @@ def engine_config(
 ) -> EngineConfig:
     """Scheduler limits of the deployment that was measured (module docstring)."""
     row = case.row
-    dp = model.inventory.data_parallel_size
-    clients = row.concurrency or 1
+    ranks = scheduler_ranks(case)
+    dp = model.inventory.data_parallel_size * ranks
+    batch = row.concurrency or 1
     if client.generated_token_budget:
-        tokens = clients + row.input_tokens + _TRTLLM_BUDGET_SLACK_TOKENS
+        tokens = batch + row.input_tokens + _TRTLLM_BUDGET_SLACK_TOKENS
         blocks = -(-tokens // _TRTLLM_TOKENS_PER_BLOCK)
         budget = blocks * _TRTLLM_TOKENS_PER_BLOCK * dp
+        seqs = batch * dp
         policy: SchedulingPolicy = "no_chunking"
     else:
         budget = model.engine.max_num_batched_tokens * dp
+        seqs = model.engine.max_num_seqs * dp
         policy = "vllm_v1"
     return EngineConfig(
         max_num_batched_tokens=budget,
-        max_num_seqs=model.engine.max_num_seqs * dp,
+        max_num_seqs=seqs,
         block_size_tokens=BLOCK_SIZE_TOKENS,
         num_kv_blocks=max(int(kv_tokens) // BLOCK_SIZE_TOKENS, 1),
         policy=policy,
