@@ -534,9 +534,13 @@ class SimulateResponse(ResponseModel):
     disaggregation: DisaggregationOut | None = None
     offered_rate_per_s: float | None = Field(examples=[5.0])
     throughput_requests_per_s: float | None = Field(examples=[4.98])
+    """Completions per second inside the measurement window; for an unstable run, the measured
+    requests over the time until the last of them finished (the saturation rate)."""
     throughput_output_tokens_per_s: float | None = Field(examples=[1275.0])
     goodput_requests_per_s: float | None = Field(examples=[4.9])
-    """Measured requests that completed and met every SLO, per second (null without ``slo``)."""
+    """Requests that complete and meet every SLO, per second: ``throughput_requests_per_s ×
+    slo_attainment``, the departure rate times the share of measured requests (failures
+    included) meeting every limit, so it never exceeds throughput (null without ``slo``)."""
     slo_attainment: float | None = Field(examples=[0.98])
     measured: int = Field(examples=[900])
     completed: int = Field(examples=[900])

@@ -329,9 +329,19 @@ class SimulationResult:
             if slo.e2e_s is not None:
                 good &= self.e2e_s <= slo.e2e_s
             attainment = float(good.sum()) / n_measured
-            goodput = float(good.sum()) / span if span > 0 else math.nan
 
         stable, reason, conclusive = self._stability(offered, throughput)
+        if not stable and span > 0:
+            # Overloaded: the in-window departure rate can be anything from 0 (a short window
+            # before the first completion) up; the measured requests drain at the saturation
+            # rate, so count them over the time until the last of them finished.
+            done = measured & ok
+            if np.any(done):
+                throughput = float(done.sum()) / (float(np.max(self.finish_s[done])) - ws)
+        if attainment is not None:
+            # Good requests leave at the departure rate times the share of them that is good,
+            # so goodput never exceeds throughput and both cover the same window.
+            goodput = throughput * attainment
         t0, t1 = self.horizon_s
         total = t1 - t0
         if total > 0:

@@ -14,9 +14,10 @@ missed by the most, relatively).
   has no scale: its relative margin is ``+inf`` while no request fails and ``-inf`` otherwise.
 * Stability is the simulator's verdict (:meth:`SimulationResult.summary`): an unstable run
   misses the objective whatever its percentiles say.
-* Goodput counts measured requests that completed and meet the per-request limits of
-  :meth:`ServiceLevelObjective.request_slo` (vLLM bench ``request_goodput``), per second of the
-  window; the attainment check uses its own limits jointly (DistServe) over measured requests.
+* Goodput is the rate of requests that complete and meet the per-request limits of
+  :meth:`ServiceLevelObjective.request_slo` (vLLM bench ``request_goodput``): throughput times
+  the share of measured requests meeting them, so it never exceeds throughput; the attainment
+  check uses its own limits jointly (DistServe) over measured requests.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def test_summary_counts_throughput_and_goodput_over_the_window() -> None:
     assert s.throughput_output_tokens_per_s == 2.0
     assert (s.ttft_s.p50, s.ttft_s.mean) == (2.5, 2.5)
     assert s.slo_attainment == 0.5
-    assert s.goodput_requests_per_s == 1.0
+    assert s.goodput_requests_per_s == 0.5  # throughput 1/s × attainment 1/2
     assert s.queueing_delay_s.mean == 1.5  # waits 1 and 2
 
 
