@@ -103,16 +103,50 @@ def json_pointer(parts: Sequence[str | int]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
-    """Pydantic errors as ``{location, pointer, detail, type}``: one entry per failing field."""
+def _document_path(parts: Sequence[str | int], document: Any) -> list[str | int]:
+    """The parts of a pydantic error location that exist in the submitted document.
+
+    A tagged union adds its tag to the location (``("mmc", "percentiles")`` for a body
+    ``{"model": "mmc", ...}``), which is not a place in the JSON; such a step is dropped when
+    the document has no key of that name there. The last part is kept even when absent (a
+    missing field is named by where it belongs).
+    """
+    path: list[str | int] = []
+    node = document
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, dict):
+            if part in node:
+                path.append(part)
+                node = node[part]
+                continue
+            if not last and isinstance(part, str):
+                continue  # a union tag, not a key of the document
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+            continue
+        path.append(part)
+        node = None
+    return path
+
+
+def validation_errors(errors: Sequence[Any], body: Any = None) -> list[dict[str, Any]]:
+    """Pydantic errors as ``{location, pointer, detail, type}``: one entry per failing field.
+
+    With the submitted ``body``, pointers into it skip the tags pydantic adds for unions.
+    """
     out: list[dict[str, Any]] = []
     for error in errors:
         loc = list(error.get("loc", ()))
         location = str(loc[0]) if loc else "body"
+        parts = loc[1:]
+        if location == "body" and body is not None:
+            parts = _document_path(parts, body)
         out.append(
             {
                 "location": location,
-                "pointer": json_pointer(loc[1:]),
+                "pointer": json_pointer(parts),
                 "detail": str(error.get("msg", "invalid value")),
                 "type": str(error.get("type", "value_error")),
             }
@@ -151,7 +185,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _request_validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    errors = validation_errors(exc.errors())
+    errors = validation_errors(exc.errors(), getattr(exc, "body", None))
     fields = ", ".join(e["pointer"] or e["location"] for e in errors[:5])
     return problem_response(
         422,

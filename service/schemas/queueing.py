@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from service.schemas.base import RequestModel, ResponseModel
 from service.schemas.memory import DeploymentIn, HardwareRef
@@ -48,6 +48,15 @@ class QueueIn(RequestModel):
     percentiles: list[Percentile] = Field(
         default=[0.5, 0.9, 0.95, 0.99], max_length=20, examples=[[0.5, 0.95]]
     )
+    """Quantiles in (0, 1), each at most once; keyed in the response as ``p`` and the
+    percentage (``0.999`` → ``p99.9``)."""
+
+    @field_validator("percentiles")
+    @classmethod
+    def _distinct(cls, values: list[float]) -> list[float]:
+        if len(set(values)) != len(values):
+            raise ValueError("each percentile may appear only once")
+        return values
 
     @model_validator(mode="after")
     def _single_server_mg1(self) -> QueueIn:

@@ -105,3 +105,31 @@ def test_model_mode_inline_config_errors_point_at_llm(client: TestClient) -> Non
     response = engine_mode(client, 1.0, llm={"hf_config": {"model_type": "llama"}})
     assert response.status_code == 422
     assert "/llm/hf_config/hidden_size" in {e["pointer"] for e in response.json()["errors"]}
+
+
+@pytest.mark.parametrize(
+    ("body", "pointer"),
+    [
+        ({"arrival_rate_per_s": 0, "in_flight": 5}, "/arrival_rate_per_s"),
+        ({"residence_time_s": 0, "in_flight": 5}, "/residence_time_s"),
+        ({"arrival_rate_per_s": 1e308, "residence_time_s": 1e308}, "/arrival_rate_per_s"),
+    ],
+)
+def test_littles_law_that_cannot_be_solved_is_a_422_with_its_field(
+    client: TestClient, body: dict[str, float], pointer: str
+) -> None:
+    response = client.post("/v1/queueing", json={"model": "littles_law"} | body)
+    assert response.status_code == 422, response.text
+    assert [e["pointer"] for e in response.json()["errors"]] == [pointer]
+
+
+def test_percentile_keys_keep_their_precision_and_duplicates_are_refused(
+    client: TestClient,
+) -> None:
+    body = {"model": "mmc", "arrival_rate_per_s": 0.5, "service_time_s": 1.0}
+    ok = client.post("/v1/queueing", json=body | {"percentiles": [0.5, 0.999, 0.999999]})
+    assert ok.status_code == 200, ok.text
+    assert sorted(ok.json()["wait_percentiles_s"]) == ["p50", "p99.9", "p99.9999"]
+    twice = client.post("/v1/queueing", json=body | {"percentiles": [0.5, 0.5]})
+    assert twice.status_code == 422
+    assert twice.json()["errors"][0]["pointer"] == "/percentiles"

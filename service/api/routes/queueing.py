@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from fastapi import APIRouter, Body
@@ -9,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from service.api.deps import ReadAccess, SessionDep
 from service.api.engine_model import engine_model
+from service.api.errors import UnprocessableError
 from service.api.routes.models import CatalogIndex, CatalogIndexDep
 from service.core.queueing import (
     GGcResult,
@@ -71,7 +73,7 @@ def _validity(v: ModelValidity) -> ValidityOut:
 
 
 def _key(p: float) -> str:
-    return f"p{round(p * 100, 3):g}"
+    return f"p{p * 100:.10g}"
 
 
 def _queue(body: QueueIn) -> QueueingResponse:
@@ -168,6 +170,31 @@ def _continuous_batching(
     )
 
 
+def _check_littles_law(body: LittlesLawIn) -> None:
+    """422 with a pointer when the third quantity cannot be solved for or is not finite."""
+    lam, w, n = body.arrival_rate_per_s, body.residence_time_s, body.in_flight
+    problem: tuple[str, str] | None = None
+    if n is not None and lam is not None and lam == 0:
+        problem = ("arrival_rate_per_s", "must be > 0 to solve for residence_time_s = L / λ")
+    elif n is not None and w is not None and w == 0:
+        problem = ("residence_time_s", "must be > 0 to solve for arrival_rate_per_s = L / W")
+    elif lam is not None and w is not None and not math.isfinite(lam * w):
+        problem = ("arrival_rate_per_s", "λ·W overflows: the product is not a finite number")
+    elif n is not None and (lam or w):
+        divisor = lam if lam is not None else w
+        assert divisor is not None
+        if not math.isfinite(n / divisor):
+            field = "in_flight"
+            problem = (field, "L divided by the other quantity is not a finite number")
+    if problem is not None:
+        field, detail = problem
+        raise UnprocessableError(
+            f"{field} {detail}",
+            slug="invalid-littles-law",
+            errors=[{"location": "body", "pointer": f"/{field}", "detail": detail}],
+        )
+
+
 @router.post("/queueing", response_model=QueueingResponse)
 def queueing(
     body: Annotated[QueueingRequest, Body(openapi_examples=EXAMPLES)],
@@ -180,6 +207,7 @@ def queueing(
     if isinstance(body, ContinuousBatchingIn):
         return _continuous_batching(body, session, index)
     if isinstance(body, LittlesLawIn):
+        _check_littles_law(body)
         r = littles_law(
             arrival_rate_per_s=body.arrival_rate_per_s,
             residence_time_s=body.residence_time_s,
