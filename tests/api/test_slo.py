@@ -229,3 +229,22 @@ def test_a_search_too_large_is_refused_before_running(client: TestClient) -> Non
     body = response.json()
     assert body["type"].endswith("search-too-large")
     assert body["errors"][0]["pointer"] == "/search/max_probes"
+
+
+def test_a_minimum_throughput_above_saturation_is_infeasible(client: TestClient) -> None:
+    slo = {"ttft_s": {"p95": 1.0}, "min_throughput_requests_per_s": 1000.0}
+    response = post(client, "capacity", traffic=traffic(num_requests=200), slo=slo)
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["type"].endswith("slo-infeasible")
+    [error] = body["errors"]
+    assert error["pointer"] == "/slo/min_throughput_requests_per_s"
+    assert 0 < error["saturation"] < 1000.0
+    alone = post(
+        client,
+        "capacity",
+        traffic=traffic(num_requests=200),
+        slo={"min_throughput_requests_per_s": 5.0},
+    )
+    assert alone.status_code == 422
+    assert alone.json()["errors"][0]["pointer"] == "/slo"

@@ -489,6 +489,21 @@ def slo_capacity(
     _search_bounds(body, workload)
     warnings: list[str] = []
     closed = traffic.mode == "closed_loop"
+    # A minimum throughput holds only *above* a load, the other targets only below one: search
+    # the highest load that meets the rest, then check the minimum against it.
+    min_throughput = objective.min_throughput_requests_per_s
+    if min_throughput is not None:
+        if not objective.targets and objective.attainment is None:
+            detail = (
+                "a capacity search needs a latency or attainment target: a minimum throughput "
+                "alone holds for every load from it up to saturation"
+            )
+            raise UnprocessableError(
+                detail,
+                slug="slo-invalid",
+                errors=[{"location": "body", "pointer": "/slo", "detail": detail}],
+            )
+        objective = dataclasses.replace(objective, min_throughput_requests_per_s=None)
     saturation: float | None = None
     tier_a_max: float | None = None
     if closed:
@@ -508,6 +523,24 @@ def slo_capacity(
         )
     else:
         saturation = _open_loop(built, traffic, 1e-6).saturation_rate_per_s
+        if min_throughput is not None and min_throughput >= saturation:
+            detail = (
+                f"min_throughput_requests_per_s {min_throughput:g} is at or above the replica's "
+                f"saturation rate {saturation:.4g}/s (Tier A): no load can deliver it; size "
+                "several replicas with /v1/sizing instead"
+            )
+            raise SloInfeasibleError(
+                detail,
+                errors=[
+                    {
+                        "location": "body",
+                        "pointer": "/slo/min_throughput_requests_per_s",
+                        "detail": detail,
+                        "limit": min_throughput,
+                        "saturation": saturation,
+                    }
+                ],
+            )
         initial_high = SATURATION_BRACKET * saturation
         tier_a_max = _tier_a_max_rate(built, traffic, objective, saturation)
 
@@ -551,6 +584,9 @@ def slo_capacity(
             "with few requests a steady queue can look unstable, so more requests per probe "
             "may raise the answer"
         )
+    binding = result.binding
+    if first_miss and not first_miss[0].stable:
+        binding = "stability"
     found = result.max_load > 0
     answer, confirmed = result.max_load, 0
     if found:
@@ -566,6 +602,12 @@ def slo_capacity(
                 "with other seeds miss the SLO: the figure carries sampling noise beyond the "
                 "search tolerance; simulate more requests per probe for a firmer answer"
             )
+    if min_throughput is not None and not closed and found and answer < min_throughput:
+        warnings.append(
+            f"the other targets hold only up to {answer:.4g} requests/s, below the minimum "
+            f"throughput {min_throughput:g}/s: no single-replica load meets the whole SLO"
+        )
+        found, binding = False, "min_throughput_requests_per_s"
     curve = [
         CurvePointOut(
             rate_per_s=None if closed else pt.load,
@@ -589,7 +631,7 @@ def slo_capacity(
         mode=traffic.mode,
         max_rate_per_s=None if closed or not found else answer,
         max_concurrency=int(answer) if closed and found else None,
-        binding_constraint=result.binding,
+        binding_constraint=binding,
         converged=result.converged,
         bracket_low=result.low,
         bracket_high=_finite(result.high),
