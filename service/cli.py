@@ -448,13 +448,14 @@ def simulate(
     model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
     gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
     rate: Annotated[
-        float | None, typer.Option(help="Open loop: Poisson arrivals per second.")
+        float | None,
+        typer.Option(min=1e-6, max=1e6, help="Open loop: Poisson arrivals per second."),
     ] = None,
     concurrency: Annotated[
-        int | None, typer.Option(help="Closed loop: concurrent clients.")
+        int | None, typer.Option(min=1, max=100_000, help="Closed loop: concurrent clients.")
     ] = None,
-    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
-    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    input_tokens: Annotated[int, typer.Option(min=1, max=2**24)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1, max=2**24)] = 256,
     num_requests: Annotated[int, typer.Option(min=10, max=50_000)] = 2000,
     seed: Annotated[int, typer.Option()] = 0,
     tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
@@ -479,6 +480,12 @@ def simulate(
         model, gpu, Deployment(tensor_parallel_size=tp, max_model_len=max_model_len)
     )
     res = plan.deployment
+    if trace is None and input_tokens + output_tokens > plan.max_model_len:
+        console.print(
+            f"[red]--input-tokens + --output-tokens ({input_tokens + output_tokens}) exceed "
+            f"max_model_len ({plan.max_model_len}): the engine would refuse every request[/]"
+        )
+        raise typer.Exit(code=2)
     engine = EngineConfig(
         max_num_batched_tokens=res.max_num_batched_tokens,
         max_num_seqs=res.max_num_seqs or plan.kv_blocks,
@@ -544,17 +551,23 @@ def simulate(
             overheads=overheads,
             progress=advance,
         ).summary()
-    table = Table("metric", "mean", "p50", "p95", "p99", title=f"{model} on {gpu}")
-    for name, stats in (
-        ("TTFT", summary.ttft_s),
-        ("TPOT", summary.tpot_s),
-        ("ITL", summary.itl_s),
-        ("E2E", summary.e2e_s),
-    ):
-        table.add_row(
-            name, *(f"{getattr(stats, q) * 1e3:,.1f} ms" for q in ("mean", "p50", "p95", "p99"))
+    if summary.stable:
+        table = Table("metric", "mean", "p50", "p95", "p99", title=f"{model} on {gpu}")
+        for name, stats in (
+            ("TTFT", summary.ttft_s),
+            ("TPOT", summary.tpot_s),
+            ("ITL", summary.itl_s),
+            ("E2E", summary.e2e_s),
+        ):
+            table.add_row(
+                name,
+                *(f"{getattr(stats, q) * 1e3:,.1f} ms" for q in ("mean", "p50", "p95", "p99")),
+            )
+        console.print(table)
+    else:
+        console.print(
+            "[yellow]unstable: latency percentiles depend on the run length and are withheld[/]"
         )
-    console.print(table)
     verdict = "stable" if summary.stable else f"UNSTABLE ({summary.stability_reason})"
     console.print(
         f"{summary.throughput_requests_per_s:.2f} requests/s, "

@@ -224,6 +224,12 @@ def test_simulate_open_and_closed_loop() -> None:
     assert "closed loop" in closed.output.lower()
     both = runner.invoke(app, [*base, "--rate", "1", "--concurrency", "2"])
     assert both.exit_code == 1
+    for bad in (["--rate", "-1"], ["--rate", "0"], ["--rate", "nan"], ["--concurrency", "0"]):
+        refused = runner.invoke(app, [*base, *bad])
+        assert refused.exit_code == 2, (bad, refused.output)
+    too_long = runner.invoke(app, [*base, "--rate", "1", "--input-tokens", "200000"])
+    assert too_long.exit_code == 2
+    assert "max_model_len" in too_long.output
 
 
 def test_simulate_replays_a_trace_file(tmp_path: Path) -> None:

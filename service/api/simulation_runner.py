@@ -308,6 +308,33 @@ def kv_transfer(
     return transfer, from_hardware
 
 
+MAX_PREFILL_STEPS = 2_000_000
+"""Most prefill steps one run may need (prompt tokens over the token budget): a tiny budget
+multiplies the scheduler's work per request."""
+
+
+def _check_steps(workload: Workload, engine: EngineConfig) -> None:
+    """422 when the prompts need more than ``MAX_PREFILL_STEPS`` steps at this token budget."""
+    steps = float(np.sum(workload.prompt_tokens)) / engine.max_num_batched_tokens
+    if steps > MAX_PREFILL_STEPS:
+        detail = (
+            f"the prompts need about {steps:,.0f} prefill steps at a budget of "
+            f"{engine.max_num_batched_tokens} tokens per step; one simulation is limited to "
+            f"{MAX_PREFILL_STEPS:,} (a larger max_num_batched_tokens or fewer requests)"
+        )
+        raise UnprocessableError(
+            detail,
+            slug="simulation-too-large",
+            errors=[
+                {
+                    "location": "body",
+                    "pointer": "/deployment/max_num_batched_tokens",
+                    "detail": detail,
+                },
+            ],
+        )
+
+
 def run_simulation(
     built: EngineModel,
     traffic: TrafficIn,
@@ -329,6 +356,7 @@ def run_simulation(
     # Independent streams for the requests and the router, both fixed by the seed.
     workload_seed, routing_seed = np.random.SeedSequence(traffic.seed).spawn(2)
     workload = build_workload(traffic, memory.max_model_len, workload_seed, pointer=pointer)
+    _check_steps(workload, engine)
     from_profile = overheads is None
     if overheads is None:
         overheads = ClientOverheads(preprocess_s=built.step_model.engine.request_overhead_s)

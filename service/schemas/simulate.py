@@ -331,6 +331,12 @@ class SloIn(_In):
     e2e_s: float | None = Field(default=None, gt=0, le=86_400, examples=[30.0])
     """Most client-observed end-to-end latency."""
 
+    @model_validator(mode="after")
+    def _some_target(self) -> SloIn:
+        if self.ttft_s is None and self.tpot_s is None and self.e2e_s is None:
+            raise ValueError("give at least one of ttft_s, tpot_s and e2e_s (or leave slo out)")
+        return self
+
 
 class OverheadsIn(_In):
     """Client-side latency outside the engine, added to every client-observed TTFT and E2E

@@ -237,3 +237,17 @@ def test_a_window_too_short_to_judge_says_so(client: TestClient) -> None:
     longer = sim(client, traffic=open_loop(2.0, num_requests=300, output_tokens=64)).json()
     assert longer["stable"] is True
     assert longer["stability_conclusive"] is True
+
+
+def test_an_empty_slo_and_a_budget_that_multiplies_steps_are_refused(client: TestClient) -> None:
+    empty = sim(client, traffic=open_loop(4.0), slo={})
+    assert empty.status_code == 422
+    assert empty.json()["errors"][0]["pointer"] == "/slo"
+    # 50,000 prompts of 512 tokens at 8 tokens per step: 3.2 million prefill steps.
+    tiny = sim(
+        client,
+        traffic=open_loop(4.0, num_requests=50_000),
+        deployment={"max_num_seqs": 8, "max_num_batched_tokens": 8},
+    )
+    assert tiny.status_code == 422, tiny.text
+    assert tiny.json()["errors"][0]["pointer"] == "/deployment/max_num_batched_tokens"

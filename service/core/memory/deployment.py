@@ -263,6 +263,15 @@ def resolve_deployment(
         _check_positive(issues, name, getattr(dep, name))
     for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
         _check_positive(issues, name, getattr(dep, name))
+    seqs, batched = dep.max_num_seqs, dep.max_num_batched_tokens
+    if dep.engine == "vllm" and seqs is not None and batched is not None and 1 <= batched < seqs:
+        # vllm/config/scheduler.py (SchedulerConfig._verify_args) refuses to start.
+        _issue(
+            issues,
+            "max_num_batched_tokens",
+            f"{batched} is below max_num_seqs ({seqs}); vLLM refuses a token budget smaller "
+            "than the running batch",
+        )
     if dep.gpu_memory_utilization is not None and not 0.0 < dep.gpu_memory_utilization <= 1.0:
         _issue(
             issues,

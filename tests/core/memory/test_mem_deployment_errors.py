@@ -151,3 +151,11 @@ def test_errors_list_every_problem_at_once() -> None:
 def test_unknown_checkpoint_quantization_points_at_the_model() -> None:
     arch = _arch("meta-llama--Llama-3.1-8B.json", quantization_config={"quant_method": "hqq"})
     assert _pointers(arch, H100, max_model_len=4096) == {"/model/quantization_config"}
+
+
+def test_vllm_token_budget_below_the_running_batch() -> None:
+    # vLLM's SchedulerConfig refuses max_num_batched_tokens < max_num_seqs at start-up.
+    arch = _arch("meta-llama--Llama-3.1-8B.json")
+    pointers = _pointers(arch, H100, max_num_seqs=256, max_num_batched_tokens=64)
+    assert pointers == {"/deployment/max_num_batched_tokens"}
+    plan_memory(arch, H100, Deployment(max_num_seqs=64, max_num_batched_tokens=64))
