@@ -216,9 +216,19 @@ _PLANNING_SLUGS: tuple[tuple[type[PlanningError], str], ...] = (
 )
 
 
+_PLANNING_POINTERS: tuple[tuple[type[PlanningError], str], ...] = (
+    (InsufficientMemoryError, "/deployment"),
+    (UnstableQueueError, "/arrival_rate_per_s"),
+)
+"""Where in the request the fix lies: the deployment (a larger GPU share, more GPUs, shorter
+contexts) or the offered rate. Routes whose body nests these elsewhere raise their own error."""
+
+
 async def _planning_error(request: Request, exc: Exception) -> Response:
     slug = next(s for kind, s in _PLANNING_SLUGS if isinstance(exc, kind))
-    return problem_response(422, slug, str(exc), instance=_instance(request))
+    pointer = next((p for kind, p in _PLANNING_POINTERS if isinstance(exc, kind)), "")
+    errors = [{"location": "body", "pointer": pointer, "detail": str(exc)}]
+    return problem_response(422, slug, str(exc), instance=_instance(request), errors=errors)
 
 
 async def _integrity_error(request: Request, exc: Exception) -> Response:

@@ -133,3 +133,26 @@ def test_percentile_keys_keep_their_precision_and_duplicates_are_refused(
     twice = client.post("/v1/queueing", json=body | {"percentiles": [0.5, 0.5]})
     assert twice.status_code == 422
     assert twice.json()["errors"][0]["pointer"] == "/percentiles"
+
+
+def test_model_mode_refuses_requests_longer_than_the_context(client: TestClient) -> None:
+    body = {
+        "model": "continuous_batching",
+        "llm": "meta-llama/Llama-3.1-8B",
+        "hardware": "h100-sxm",
+        "arrival_rate_per_s": 1.0,
+        "input_tokens": 16_000_000,
+        "output_tokens": 10,
+    }
+    response = client.post("/v1/queueing", json=body)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["pointer"] == "/input_tokens"
+
+
+def test_an_unstable_queue_points_at_the_rate(client: TestClient) -> None:
+    body = {"model": "mmc", "arrival_rate_per_s": 20.0, "service_time_s": 1.0, "servers": 10}
+    response = client.post("/v1/queueing", json=body)
+    assert response.status_code == 422
+    problem = response.json()
+    assert problem["type"].endswith("unstable-queue")
+    assert problem["errors"][0]["pointer"] == "/arrival_rate_per_s"

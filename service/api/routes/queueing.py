@@ -133,6 +133,20 @@ def _continuous_batching(
         session=session,
         model_pointer="/llm",
     )
+    longest = built.memory.max_model_len
+    if body.input_tokens + body.output_tokens > longest:
+        detail = (
+            f"input_tokens + output_tokens ({body.input_tokens + body.output_tokens}) exceed "
+            f"max_model_len ({longest}): the engine refuses such requests"
+        )
+        raise UnprocessableError(
+            detail,
+            slug="request-too-long",
+            errors=[
+                {"location": "body", "pointer": "/input_tokens", "detail": detail},
+                {"location": "body", "pointer": "/output_tokens", "detail": detail},
+            ],
+        )
     r = open_loop(
         built.step_model,
         arrival_rate_per_s=body.arrival_rate_per_s,
