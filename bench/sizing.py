@@ -49,11 +49,12 @@ def main() -> None:
     cpu_s = time.process_time() - cpu_started
     best = result.plans[0]
     print(
-        f"sizing: {result.candidates_evaluated} candidates, {result.simulations} simulations, "
+        f"sizing: {result.candidates_evaluated} candidates, {result.simulations} simulations "
+        f"({result.simulated_requests} requests), "
         f"{wall_s:.2f} s wall, {cpu_s:.2f} s CPU "
         f"({result.candidates_evaluated / wall_s:.0f} candidates/s); best: "
         f"{best.candidate.label} x{best.replicas} at ${best.cost_per_hour}/h "
-        f"(verified: {best.verified})"
+        f"(verified: {best.verified}, {best.verification})"
     )
 
 

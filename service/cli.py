@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import numpy as np
 import typer
@@ -49,6 +49,9 @@ from service.db.repository import ApiKeyRepository
 from service.db.seed import datasheet_entries
 from service.security import Scope
 from service.settings import get_settings
+
+if TYPE_CHECKING:
+    from service.core.sizing import Plan, SearchSpace
 
 app = typer.Typer(
     help="servesize: capacity planning for LLM inference serving.", no_args_is_help=True
@@ -621,6 +624,64 @@ def _ms(value: float) -> str:
     return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.1f} ms"
 
 
+SIZE_WIDE_COLUMNS = 120
+"""Below this terminal width ``servesize size`` prints its compact plan table."""
+
+
+def _plan_table(plans: Sequence[Plan], space: SearchSpace, *, narrow: bool) -> Table:
+    """The ranked plans. Numbers never wrap or shorten (each column is at least as wide as its
+    widest entry); at narrow widths the table drops its borders, folds the plan label and puts
+    utilization and the binding constraint under it."""
+    from rich import box
+
+    multi_engine = len(space.engines) > 1
+    rows: list[list[str]] = []
+    labels: list[str] = []
+    for rank, plan in enumerate(plans, 1):
+        predicted = plan.simulation or plan.tier_a
+        gpus = (
+            f"({plan.prefill_replicas}P+{plan.decode_replicas}D)×{plan.gpus_per_replica}"
+            if plan.prefill_replicas is not None
+            else f"{plan.replicas}×{plan.gpus_per_replica}"
+        )
+        cost, per_token = plan.cost_per_hour, plan.cost_per_million_output_tokens
+        label = plan.candidate.brief(engine=multi_engine)
+        util = f"{plan.utilization:.0%}"
+        labels.append(f"{label}\n{util}, {plan.binding}" if narrow else label)
+        row = [
+            str(rank),
+            gpus,
+            f"{cost:,.2f}" if cost is not None else "no price",
+            f"{per_token:,.3f}" if per_token is not None else "-",
+            _ms(predicted.ttft_p95_s) if predicted else "-",
+            _ms(predicted.tpot_p95_s) if predicted else "-",
+        ]
+        if not narrow:
+            row += [util, plan.binding]
+        rows.append([*row, "sim" if plan.verified else "tier A"])
+    names = ["#", "GPUs", "$/hour", "$/M tok", "TTFT p95", "TPOT p95"]
+    names += ["by"] if narrow else ["util", "binding", "by"]
+    title = f"plans, cheapest first (max_model_len {space.max_model_len[0]})"
+    if narrow:
+        table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, title=title)
+    else:
+        table = Table(title=title)
+    widths = [max(len(name), *(len(row[i]) for row in rows)) for i, name in enumerate(names)]
+    for i, (name, width) in enumerate(zip(names, widths, strict=True)):
+        if i == 1:
+            heading = "plan (util, binding)" if narrow else "plan"
+            table.add_column(heading, overflow="fold", min_width=10)
+        table.add_column(
+            name,
+            no_wrap=True,
+            min_width=width,
+            justify="left" if name in ("#", "binding", "by") else "right",
+        )
+    for label, row in zip(labels, rows, strict=True):
+        table.add_row(row[0], label, *row[1:])
+    return table
+
+
 @app.command("size")
 def size_command(
     model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
@@ -668,7 +729,14 @@ def size_command(
     from collections import Counter
 
     from service.api.routes.sizing import default_max_model_len
-    from service.core.sizing import SearchSpace, SizingTraffic, sglang_args, size, vllm_args
+    from service.core.sizing import (
+        SearchSpace,
+        SizingTooLargeError,
+        SizingTraffic,
+        sglang_args,
+        size,
+        vllm_args,
+    )
     from service.core.sizing.explain import explain
     from service.core.sizing.slo_text import parse_slo
 
@@ -706,17 +774,20 @@ def size_command(
     except ValueError as exc:
         _size_usage_error(str(exc))
     with console.status(f"sizing {model} for {rate:g} requests/s ..."):
-        result = size(
-            arch,
-            model_name=model,
-            space=space,
-            traffic=traffic,
-            objective=objective,
-            prices=prices,
-            measured=measured,
-            headroom=headroom,
-            verify_top=verify_top,
-        )
+        try:
+            result = size(
+                arch,
+                model_name=model,
+                space=space,
+                traffic=traffic,
+                objective=objective,
+                prices=prices,
+                measured=measured,
+                headroom=headroom,
+                verify_top=verify_top,
+            )
+        except SizingTooLargeError as exc:
+            _size_usage_error(str(exc))
     console.print(
         f"{model} at {result.target_rate_per_s:g} requests/s ({input_tokens} in, "
         f"{output_tokens} out), headroom {result.headroom:g}: {result.plans_found} plans from "
@@ -725,41 +796,7 @@ def size_command(
         soft_wrap=True,
     )
     if result.plans:
-        table = Table(
-            "#",
-            "plan",
-            "GPUs",
-            "$/hour",
-            "$/M tok",
-            "TTFT p95",
-            "TPOT p95",
-            "util",
-            "binding",
-            "by",
-            title=f"plans, cheapest first (max_model_len {space.max_model_len[0]})",
-        )
-        table.columns[1].no_wrap = True
-        for rank, plan in enumerate(result.plans, 1):
-            predicted = plan.simulation or plan.tier_a
-            gpus = (
-                f"({plan.prefill_replicas}P+{plan.decode_replicas}D)×{plan.gpus_per_replica}"
-                if plan.prefill_replicas is not None
-                else f"{plan.replicas}×{plan.gpus_per_replica}"
-            )
-            cost, per_token = plan.cost_per_hour, plan.cost_per_million_output_tokens
-            table.add_row(
-                str(rank),
-                plan.candidate.brief(engine=len(space.engines) > 1),
-                gpus,
-                f"{cost:,.2f}" if cost is not None else "no price",
-                f"{per_token:,.3f}" if per_token is not None else "-",
-                _ms(predicted.ttft_p95_s) if predicted else "-",
-                _ms(predicted.tpot_p95_s) if predicted else "-",
-                f"{plan.utilization:.0%}",
-                plan.binding,
-                "sim" if plan.verified else "tier A",
-            )
-        console.print(table)
+        console.print(_plan_table(result.plans, space, narrow=console.width < SIZE_WIDE_COLUMNS))
         best = result.plans[0]
         res = best.memory.deployment
         if best.prefill_replicas is not None:
@@ -771,6 +808,8 @@ def size_command(
             launches = [("vllm", vllm_args(model, res)), ("sglang", sglang_args(model, res))]
         for name, args in launches:
             console.print(f"#1 {name}: {shlex.join(args)}", soft_wrap=True, markup=False)
+        for note in best.notes:
+            console.print(f"#1 note: {note}", soft_wrap=True, markup=False)
     if result.rejected:
         console.print(
             f"rejected {len(result.rejected)} of {result.candidates_evaluated} candidates:",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -144,3 +146,36 @@ def test_bad_prices_and_gpus_are_refused() -> None:
     unknown = runner.invoke(app, [*BASE, "--slo", "ttft_p95=1s", "--gpu", "no-such-gpu"], env=WIDE)
     assert unknown.exit_code == 1
     assert "unknown GPU 'no-such-gpu'" in unknown.output
+
+
+def test_the_table_keeps_every_number_whole_at_80_columns() -> None:
+    result = runner.invoke(
+        app,
+        [
+            *BASE,
+            "--slo",
+            "ttft_p95=2s,tpot_p95=100ms",
+            "--gpu",
+            "a100-sxm-80gb",
+            "--price",
+            "a100-sxm-80gb=1",
+            "--input-tokens",
+            "512",
+            "--output-tokens",
+            "128",
+            "--tp",
+            "1",
+            "--verify-top",
+            "1",
+            "--disaggregation",
+        ],
+        env={"COLUMNS": "80"},
+    )
+    assert result.exit_code == 0, result.output
+    table = result.output.split("#1 vllm:")[0]
+    assert "…" not in table
+    assert max(len(line) for line in table.splitlines()[1:]) <= 80
+    # One A100 at $1/h: $1.00/hour and $1 / (8 requests/s × 128 tokens × 3600 s) × 1e6 = $0.271
+    # per million output tokens; the disaggregated pair costs twice that.
+    assert re.search(r"\b1×1\s+1\.00\s+0\.271\s", table)
+    assert re.search(r"\(1P\+1D\)×1\s+2\.00\s+0\.543\s", table)

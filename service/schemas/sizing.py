@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
+from service.core.memory.kv_format import KV_CACHE_DTYPES
 from service.schemas.base import RequestModel, ResponseModel
 from service.schemas.models import ModelRef
 from service.schemas.simulate import LengthIn
@@ -13,6 +14,19 @@ from service.schemas.slo import SloIn
 
 Engine = Literal["vllm", "sglang", "trtllm"]
 MAX_GRID = 16
+MIN_BATCHED_TOKENS = 256
+"""Smallest step token budget searched: below it a step holds only a sliver of a prompt, so
+prefills take many steps (Sarathi-Serve's smallest budgets are 256-512 tokens)."""
+
+
+def _kv_cache_dtype(value: str) -> str:
+    if value.strip().lower() not in KV_CACHE_DTYPES:
+        raise ValueError(f"{value!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+    return value
+
+
+ParallelSize = Annotated[int, Field(ge=1, le=1024)]
+KvCacheDtype = Annotated[str, Field(max_length=32), AfterValidator(_kv_cache_dtype)]
 
 
 class _In(RequestModel):
@@ -46,14 +60,14 @@ class CandidatesIn(_In):
     """What the search may choose from; unset knob grids use small defaults."""
 
     hardware: list[str] | None = Field(default=None, max_length=64, examples=[["h100-sxm"]])
-    """Hardware profile ids; default: every profile in the database."""
+    """Hardware profile ids (repeats count once); default: every profile in the database."""
     engines: list[Engine] = Field(default=["vllm"], min_length=1, max_length=3, examples=[["vllm"]])
     """Serving engines to consider."""
-    tensor_parallel: list[int] = Field(
+    tensor_parallel: list[ParallelSize] = Field(
         default=[1, 2, 4, 8], min_length=1, max_length=MAX_GRID, examples=[[1, 2]]
     )
     """Allowed tensor-parallel sizes (``--tensor-parallel-size``)."""
-    pipeline_parallel: list[int] = Field(
+    pipeline_parallel: list[ParallelSize] = Field(
         default=[1], min_length=1, max_length=MAX_GRID, examples=[[1]]
     )
     """Allowed pipeline-parallel sizes."""
@@ -61,28 +75,35 @@ class CandidatesIn(_In):
         default=[False], min_length=1, max_length=2, examples=[[False, True]]
     )
     """Whether MoE experts are sharded (``--enable-expert-parallel``): off, on or both."""
-    data_parallel: list[int] = Field(default=[1], min_length=1, max_length=MAX_GRID, examples=[[1]])
+    data_parallel: list[ParallelSize] = Field(
+        default=[1], min_length=1, max_length=MAX_GRID, examples=[[1]]
+    )
     """Allowed data-parallel sizes inside one engine."""
-    max_num_seqs: list[int] | None = Field(
+    max_num_seqs: list[Annotated[int, Field(ge=1, le=2**20)]] | None = Field(
         default=None, min_length=1, max_length=MAX_GRID, examples=[[128, 256]]
     )
     """Running-batch limits to try. Default: the engine's own default."""
-    max_num_batched_tokens: list[int] | None = Field(
-        default=None, min_length=1, max_length=8, examples=[[8192]]
+    max_num_batched_tokens: list[Annotated[int, Field(ge=MIN_BATCHED_TOKENS, le=2**24)]] | None = (
+        Field(default=None, min_length=1, max_length=8, examples=[[8192]])
     )
-    """Step token budgets to try. Default: 2048 (latency-friendly) and 8192 (throughput)."""
-    gpu_memory_utilization: list[float] | None = Field(
+    """Step token budgets to try, each at least 256 and at least every ``max_num_seqs`` given
+    (vLLM refuses a smaller budget at start-up). Default: 2048 (latency-friendly) and 8192
+    (throughput)."""
+    gpu_memory_utilization: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(
         default=None, min_length=1, max_length=8, examples=[[0.9]]
     )
-    """Memory fractions to try. Default: the engine's own default."""
-    kv_cache_dtype: list[str] | None = Field(
+    """Memory fractions in (0, 1] to try. Default: the engine's own default."""
+    kv_cache_dtype: list[KvCacheDtype] | None = Field(
         default=None, min_length=1, max_length=4, examples=[["auto"]]
     )
     """KV-cache dtypes to try. Default: the model dtype (``auto``) and ``fp8``."""
-    max_model_len: list[int] | None = Field(
+    max_model_len: list[Annotated[int, Field(ge=1, le=2**24)]] | None = Field(
         default=None, min_length=1, max_length=4, examples=[[4096]]
     )
-    """Default: the smallest power of two that holds the longest request."""
+    """Context lengths to try, each at most the model's ``max_position_embeddings``; a length
+    below the longest request (prompt + output) rejects its candidates as
+    ``context-too-short``. Default: the smallest power of two that holds the longest
+    request."""
     disaggregation: bool = Field(default=False, examples=[True])
     """Also consider prefill/decode disaggregation."""
     max_gpus: int | None = Field(default=None, ge=1, le=100_000, examples=[16])
@@ -105,7 +126,8 @@ class SizingRequest(_In):
     )
     """What the search may choose from."""
     prices: dict[str, float] = Field(default_factory=dict, examples=[{"h100-sxm": 2.5}])
-    """Price per GPU-hour by hardware id; overrides the profile's price."""
+    """Price per GPU-hour by hardware id; overrides the profile's price. A shared price sheet
+    is fine: prices of known hardware outside the search are ignored."""
     headroom: float = Field(default=0.85, gt=0, le=1, examples=[0.85])
     """Plans run each replica at most at this fraction of its Tier A capacity."""
     verify_top: int = Field(default=3, ge=0, le=10, examples=[3])
@@ -173,6 +195,13 @@ class PlanOut(ResponseModel):
     simulation: PredictedOut | None
     verified: bool
     decided_by: Literal["tier_a", "simulation"]
+    verification: Literal["fleet", "one-replica-thinned", "sub-fleet-thinned"] | None
+    """How the plan was simulated: the whole fleet, one replica at its share of a randomly
+    routed fleet's arrivals (exact for random routing, conservative for least-loaded), or a
+    small prefill/decode sub-fleet at each pool's share. Null: not simulated."""
+    notes: list[str]
+    """Why a plan is decided by Tier A although verification was asked for (an inconclusive
+    run, the simulation budget) and the misses that added replicas."""
 
 
 class RejectedOut(ResponseModel):
@@ -199,6 +228,7 @@ class SizingResponse(ResponseModel):
     rejected: list[RejectedOut]
     candidates_evaluated: int
     simulations: int
+    simulated_requests: int
     elapsed_s: float
     cached: bool
     warnings: list[str]

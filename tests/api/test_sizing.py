@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from service.api.routes.sizing import cache_clear, default_max_model_len
@@ -32,6 +33,8 @@ def test_sizing_ranks_the_cheaper_gpu_first_and_verifies_it(client: TestClient) 
     assert best["hardware"] == "a100-sxm-80gb"
     assert best["verified"] is True
     assert best["decided_by"] == "simulation"
+    assert best["verification"] == "fleet"
+    assert best["notes"] == []
     assert best["headroom"] == 0.85
     assert best["cost_per_hour"] == best["replicas"] * best["gpus_per_replica"] * 1.0
     assert best["engine_args"]["vllm"][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B"]
@@ -62,12 +65,114 @@ def test_default_max_model_len_holds_the_longest_request() -> None:
     assert default_max_model_len(3000, 1200) == 8192  # 4200 → next power of two
 
 
-def test_an_slo_below_every_zero_load_value_is_explained(client: TestClient) -> None:
+def test_an_slo_below_every_zero_load_value_is_a_problem_with_the_best_value(
+    client: TestClient,
+) -> None:
     cache_clear()
     body = BODY | {"slo": {"ttft_s": {"p95": 0.001}}}
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["type"].endswith(":slo-infeasible")
+    (error,) = problem["errors"]
+    assert error["pointer"] == "/slo/ttft_s/p95"
+    assert error["limit"] == 0.001
+    # A 512-token prefill of an 8B model is 2 · 8e9 · 512 = 8.2 TFLOP: at least 8 ms at the
+    # H100's 989 TFLOP/s dense BF16, slower on the A100 (312 TFLOP/s), so the H100 is closest.
+    assert error["zero_load"] > 0.008
+    assert error["candidate"].startswith("h100-sxm ")
+    assert "no number of replicas helps" in problem["detail"]
+
+
+def test_plans_empty_for_other_reasons_are_still_explained(client: TestClient) -> None:
+    cache_clear()
+    body = BODY | {
+        "traffic": {"rate_per_s": 500.0, "input_tokens": 512, "output_tokens": 128},
+        "candidates": BODY["candidates"] | {"max_gpus": 2},
+    }
     response = client.post("/v1/sizing", json=body)
     assert response.status_code == 200, response.text
     out = response.json()
     assert out["plans"] == []
-    assert {r["reason"] for r in out["rejected"]} == {"infeasible-at-zero-load"}
-    assert "no number of replicas can meet it" in out["explanation"]
+    assert {r["reason"] for r in out["rejected"]} == {"over-gpu-limit"}
+    assert "Raise max_gpus" in out["explanation"]
+
+
+@pytest.mark.parametrize(
+    ("candidates", "pointer"),
+    [
+        ({"gpu_memory_utilization": [0]}, "/candidates/gpu_memory_utilization/0"),
+        ({"gpu_memory_utilization": [0.9, 1.5]}, "/candidates/gpu_memory_utilization/1"),
+        ({"max_num_seqs": [0]}, "/candidates/max_num_seqs/0"),
+        ({"kv_cache_dtype": ["auto", "int3"]}, "/candidates/kv_cache_dtype/1"),
+        ({"max_model_len": [1e7]}, "/candidates/max_model_len/0"),  # > 131072 positions
+        ({"max_num_batched_tokens": [1]}, "/candidates/max_num_batched_tokens/0"),
+        (
+            {"max_num_seqs": [64, 1024], "max_num_batched_tokens": [8192, 512]},
+            "/candidates/max_num_batched_tokens/1",
+        ),
+        ({"tensor_parallel": [1, 0]}, "/candidates/tensor_parallel/1"),
+        ({"hardware": []}, "/candidates/hardware"),
+    ],
+)
+def test_malformed_candidate_values_point_at_the_element(
+    client: TestClient, candidates: dict[str, Any], pointer: str
+) -> None:
+    body = BODY | {"candidates": BODY["candidates"] | candidates}
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 422, response.text
+    assert pointer in {e["pointer"] for e in response.json()["errors"]}
+
+
+def test_too_many_candidates_is_refused_before_any_work(client: TestClient) -> None:
+    body = BODY | {
+        "candidates": BODY["candidates"]
+        | {
+            "tensor_parallel": [1, 2, 4, 8],
+            "max_num_seqs": [64, 128, 256, 512],
+            "max_num_batched_tokens": [1024, 2048, 4096, 8192],
+            "gpu_memory_utilization": [0.8, 0.85, 0.9, 0.95],
+        }
+    }  # 2 GPUs × 4 × 4 × 4 × 4 = 512, × 2 with both KV dtypes = 1024 > 512
+    body["candidates"]["kv_cache_dtype"] = ["auto", "fp8"]
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["type"].endswith(":sizing-too-large")
+    assert problem["errors"][0]["pointer"] == "/candidates"
+    assert "1024 configurations" in problem["detail"]
+
+
+def test_a_shared_price_sheet_and_repeated_hardware_are_accepted(client: TestClient) -> None:
+    cache_clear()
+    body = BODY | {
+        "candidates": BODY["candidates"] | {"hardware": ["a100-sxm-80gb", "a100-sxm-80gb"]},
+        "prices": {"a100-sxm-80gb": 1.0, "h100-sxm": 10.0, "l40s": 0.9},
+        "verify_top": 0,
+    }
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 200, response.text
+    out = response.json()
+    assert out["candidates_evaluated"] == 1  # the repeat counts once
+    assert out["plans"][0]["price_per_gpu_hour"] == 1.0
+    unknown = client.post("/v1/sizing", json=body | {"prices": {"no-such-gpu": 1.0}})
+    assert unknown.status_code == 422
+    assert unknown.json()["type"].endswith(":unknown-hardware")
+    assert unknown.json()["errors"][0]["pointer"] == "/prices/no-such-gpu"
+
+
+def test_a_context_below_the_longest_request_is_rejected_with_the_reason(
+    client: TestClient,
+) -> None:
+    cache_clear()
+    body = BODY | {
+        "traffic": {"rate_per_s": 8.0, "input_tokens": 1000, "output_tokens": 200},
+        "candidates": BODY["candidates"] | {"max_model_len": [512]},
+    }
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 200, response.text
+    out = response.json()
+    assert out["plans"] == []
+    assert {r["reason"] for r in out["rejected"]} == {"context-too-short"}
+    assert "512 < the longest request, 1200 tokens" in out["rejected"][0]["detail"]

@@ -18,21 +18,24 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from service.api.deps import ReadAccess, SessionDep
-from service.api.errors import UnprocessableError
+from service.api.errors import ApiError, UnprocessableError, json_pointer
 from service.api.measured import measured_profile
 from service.api.models_resolver import resolve_model
 from service.api.routes.models import CatalogIndexDep
 from service.api.simulation_runner import length_distribution, min_tokens
 from service.core.hardware import HardwareSpec
 from service.core.sizing import (
+    MAX_CANDIDATES,
     Plan,
     Predicted,
     SearchSpace,
     SizingResult,
     SizingTraffic,
+    ZeroLoadBest,
     sglang_args,
     size,
     vllm_args,
+    zero_load_infeasibility,
 )
 from service.core.sizing.engine_args import Role
 from service.core.sizing.explain import explain
@@ -41,6 +44,7 @@ from service.core.steptime import MeasuredProfile
 from service.db.repository import HardwareRepository
 from service.schemas.simulate import FixedLengthIn, LengthIn, UniformLengthIn
 from service.schemas.sizing import (
+    CandidatesIn,
     EngineArgsOut,
     KnobsOut,
     PlanOut,
@@ -49,6 +53,7 @@ from service.schemas.sizing import (
     SizingRequest,
     SizingResponse,
 )
+from service.schemas.slo import SloIn
 
 router = APIRouter(prefix="/v1", tags=["sizing"], dependencies=[ReadAccess])
 CACHE_ENTRIES = 32
@@ -192,6 +197,8 @@ def plan_out(rank: int, plan: Plan, model: str) -> PlanOut:
         simulation=predicted_out(plan.simulation),
         verified=plan.verified,
         decided_by=plan.decided_by,
+        verification=plan.verification,
+        notes=list(plan.notes),
     )
 
 
@@ -209,46 +216,51 @@ def response_out(result: SizingResult, model: str) -> SizingResponse:
         ],
         candidates_evaluated=result.candidates_evaluated,
         simulations=result.simulations,
+        simulated_requests=result.simulated_requests,
         elapsed_s=result.elapsed_s,
         cached=False,
         warnings=list(result.warnings),
     )
 
 
+def _unknown_hardware(profile_id: str, pointer: str) -> UnprocessableError:
+    return UnprocessableError(
+        f"no hardware profile {profile_id!r}",
+        slug="unknown-hardware",
+        errors=[
+            {
+                "location": "body",
+                "pointer": pointer,
+                "detail": f"no hardware profile {profile_id!r}",
+            }
+        ],
+    )
+
+
 def _hardware(
     body: SizingRequest, session: SessionDep
 ) -> tuple[list[HardwareSpec], dict[str, float], dict[str, MeasuredProfile]]:
+    """The searched profiles (repeats once), their prices (the request's over the profile's;
+    prices of known hardware outside the search are ignored) and measured kernel tables."""
     repo = HardwareRepository(session)
     ids = body.candidates.hardware
     if ids is None:
         rows = list(repo.page(offset=0, limit=MAX_PROFILES, vendor=None, kind=None)[0])
     else:
         rows = []
+        seen: set[str] = set()
         for i, profile_id in enumerate(ids):
+            if profile_id in seen:
+                continue
+            seen.add(profile_id)
             row = repo.get(profile_id)
             if row is None:
-                raise UnprocessableError(
-                    f"no hardware profile {profile_id!r}",
-                    slug="unknown-hardware",
-                    errors=[
-                        {
-                            "location": "body",
-                            "pointer": f"/candidates/hardware/{i}",
-                            "detail": f"no hardware profile {profile_id!r}",
-                        }
-                    ],
-                )
+                raise _unknown_hardware(profile_id, f"/candidates/hardware/{i}")
             rows.append(row)
-    unknown = sorted(set(body.prices) - {r.id for r in rows})
-    if unknown:
-        raise UnprocessableError(
-            f"prices given for hardware outside the search: {', '.join(unknown)}",
-            slug="unknown-hardware",
-            errors=[
-                {"location": "body", "pointer": f"/prices/{k}", "detail": "not a candidate"}
-                for k in unknown
-            ],
-        )
+    searched = {r.id for r in rows}
+    for key in body.prices:
+        if key not in searched and repo.get(key) is None:
+            raise _unknown_hardware(key, json_pointer(["prices", key]))
     prices: dict[str, float] = {}
     measured: dict[str, MeasuredProfile] = {}
     for row in rows:
@@ -260,6 +272,71 @@ def _hardware(
         if table is not None:
             measured[row.id] = table
     return [r.to_spec() for r in rows], prices, measured
+
+
+def _invalid(detail: str, pointer: str) -> UnprocessableError:
+    return UnprocessableError(
+        detail,
+        slug="invalid-candidates",
+        errors=[{"location": "body", "pointer": pointer, "detail": detail}],
+    )
+
+
+def _check_knobs(cand: CandidatesIn, max_position_embeddings: int | None) -> None:
+    """Knob values the engine would refuse at start-up: a token budget below a
+    ``max_num_seqs`` searched (vLLM: ``max_num_batched_tokens >= max_num_seqs``), a
+    ``max_model_len`` beyond the model's positions."""
+    most_seqs = max(cand.max_num_seqs or [0])
+    for i, budget in enumerate(cand.max_num_batched_tokens or []):
+        if budget < most_seqs:
+            raise _invalid(
+                f"max_num_batched_tokens {budget} < max_num_seqs {most_seqs}: vLLM refuses a "
+                "step token budget below the running-batch limit",
+                f"/candidates/max_num_batched_tokens/{i}",
+            )
+    if max_position_embeddings is not None:
+        for i, length in enumerate(cand.max_model_len or []):
+            if length > max_position_embeddings:
+                raise _invalid(
+                    f"max_model_len {length} > the model's max_position_embeddings "
+                    f"{max_position_embeddings}",
+                    f"/candidates/max_model_len/{i}",
+                )
+
+
+class SloInfeasibleError(ApiError):
+    """Every candidate misses the SLO with no load at all (as ``/v1/slo/evaluate``)."""
+
+    status, slug = 422, "slo-infeasible"
+
+
+def _infeasible(result: SizingResult, best: tuple[ZeroLoadBest, ...]) -> SloInfeasibleError:
+    screened = sum(r.reason == "infeasible-at-zero-load" for r in result.rejected)
+    errors: list[dict[str, Any]] = []
+    for b in best:
+        relation = ">" if b.direction == "max" else "<"
+        detail = (
+            f"{b.name}: the best zero-load value of the {screened} candidates screened is "
+            f"{b.best:.4g} ({b.candidate.label}) {relation} limit {b.limit:.4g}"
+        )
+        if not b.alone:
+            detail += ", and no candidate meets every target at once"
+        errors.append(
+            {
+                "location": "body",
+                "pointer": "/slo" + SloIn.pointer(b.name),
+                "detail": detail,
+                "limit": b.limit,
+                "zero_load": b.best,
+                "candidate": b.candidate.label,
+            }
+        )
+    return SloInfeasibleError(
+        "; ".join(e["detail"] for e in errors)
+        + " (zero load: Tier A at the lowest rate; no number of replicas helps: relax the "
+        "target or add faster hardware)",
+        errors=errors,
+    )
 
 
 @router.post("/sizing", response_model=SizingResponse)
@@ -301,35 +378,49 @@ def sizing(
             _cache.move_to_end(key)
             return hit.model_copy(update={"cached": True})
     cand, traffic = body.candidates, body.traffic
+    _check_knobs(cand, model.architecture.max_position_embeddings)
     lengths = cand.max_model_len or [
         default_max_model_len(traffic.input_tokens, traffic.output_tokens)
     ]
     clip = max(lengths)
     objective = body.slo.to_core()
+
+    def grid(values: list[Any] | None, default: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(dict.fromkeys(values)) if values else default
+
     try:
         space = SearchSpace(
             hardware=tuple(specs),
-            engines=tuple(cand.engines),
-            tensor_parallel=tuple(cand.tensor_parallel),
-            pipeline_parallel=tuple(cand.pipeline_parallel),
-            data_parallel=tuple(cand.data_parallel),
-            expert_parallel=tuple(cand.expert_parallel),
-            max_num_seqs=tuple(cand.max_num_seqs or [None]),
-            max_num_batched_tokens=tuple(
-                cand.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+            engines=grid(cand.engines, ()),
+            tensor_parallel=grid(cand.tensor_parallel, ()),
+            pipeline_parallel=grid(cand.pipeline_parallel, ()),
+            data_parallel=grid(cand.data_parallel, ()),
+            expert_parallel=grid(cand.expert_parallel, ()),
+            max_num_seqs=grid(cand.max_num_seqs, (None,)),
+            max_num_batched_tokens=grid(
+                cand.max_num_batched_tokens, DEFAULT_MAX_NUM_BATCHED_TOKENS
             ),
-            gpu_memory_utilization=tuple(cand.gpu_memory_utilization or [None]),
-            kv_cache_dtype=tuple(cand.kv_cache_dtype or DEFAULT_KV_CACHE_DTYPES),
-            max_model_len=tuple(lengths),
+            gpu_memory_utilization=grid(cand.gpu_memory_utilization, (None,)),
+            kv_cache_dtype=grid(cand.kv_cache_dtype, DEFAULT_KV_CACHE_DTYPES),
+            max_model_len=grid(lengths, ()),
             disaggregation=cand.disaggregation,
             max_gpus=cand.max_gpus,
         )
     except ValueError as exc:
+        name = str(exc).split(":", 1)[0]
+        known = name in CandidatesIn.model_fields
+        raise _invalid(str(exc), f"/candidates/{name}" if known else "/candidates") from None
+    if space.candidate_count > MAX_CANDIDATES:
+        detail = (
+            f"the candidate sets combine into {space.candidate_count} configurations, more than "
+            f"the {MAX_CANDIDATES} one sizing screens: narrow the hardware, parallel sizes or "
+            "knob grids"
+        )
         raise UnprocessableError(
-            str(exc),
-            slug="invalid-candidates",
-            errors=[{"location": "body", "pointer": "/candidates", "detail": str(exc)}],
-        ) from None
+            detail,
+            slug="sizing-too-large",
+            errors=[{"location": "body", "pointer": "/candidates", "detail": detail}],
+        )
     sizing_traffic = SizingTraffic(
         rate_per_s=traffic.rate_per_s,
         input_tokens=length_distribution(
@@ -342,6 +433,8 @@ def sizing(
         cv=traffic.cv,
         timeout_s=traffic.timeout_s if traffic.timeout_s is not None else math.inf,
         seed=traffic.seed,
+        longest_request_tokens=upper_tokens(traffic.input_tokens)
+        + upper_tokens(traffic.output_tokens),
     )
     result = size(
         model.architecture,
@@ -355,6 +448,9 @@ def sizing(
         verify_top=body.verify_top,
         calibrated=body.calibrated,
     )
+    best = zero_load_infeasibility(result)
+    if best:
+        raise _infeasible(result, best)
     response = response_out(result, model.id)
     with _cache_lock:
         _cache[key] = response

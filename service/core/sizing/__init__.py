@@ -1,15 +1,16 @@
 """Auto-sizing: the cheapest deployment that meets an SLO at a target load (issue 8,
 modeling.md §3.11).
 
-=========================  ======================================================================
-``size``                   enumerate, prune, Tier A screen, replicas, cost, rank, verify
-``SearchSpace``            hardware, engines, parallel sizes and knob grids to search
-``SizingTraffic``          the forecast: rate, lengths, arrival process
-``Plan`` / ``Rejection``   a costed deployment, or a pruned candidate with its reason
-``replicas_needed``        ``ceil(target / (λ* × headroom))``
-``screen_curve``           Tier A: the largest per-replica rate meeting every target
-``vllm_args``              ``vllm serve`` / ``sglang.launch_server`` argument lists
-=========================  ======================================================================
+=============================  ==================================================================
+``size``                       enumerate, prune, Tier A screen, replicas, cost, rank, verify
+``SearchSpace``                hardware, engines, parallel sizes and knob grids to search
+``SizingTraffic``              the forecast: rate, lengths, arrival process
+``Plan`` / ``Rejection``       a costed deployment, or a pruned candidate with its reason
+``replicas_needed``            ``ceil(target / (λ* × headroom))``
+``zero_load_infeasibility``    each target no candidate meets idle: its best value, and where
+``screen_curve``               Tier A: the largest per-replica rate meeting every target
+``vllm_args``                  ``vllm serve`` / ``sglang.launch_server`` argument lists
+=============================  ==================================================================
 """
 
 from service.core.sizing.engine_args import sglang_args, vllm_args
@@ -23,19 +24,27 @@ from service.core.sizing.screen import (
 )
 from service.core.sizing.search import (
     DEFAULT_HEADROOM,
+    FLEET_MAX_REPLICAS,
+    MAX_CANDIDATES,
     MAX_EXTRA_REPLICAS,
     Plan,
     Predicted,
     Rejection,
     SizingResult,
+    SizingTooLargeError,
     SizingTraffic,
+    VerificationMode,
+    ZeroLoadBest,
     replicas_needed,
     size,
+    zero_load_infeasibility,
 )
 from service.core.sizing.space import Candidate, CandidateKind, SearchSpace, enumerate_candidates
 
 __all__ = [
     "DEFAULT_HEADROOM",
+    "FLEET_MAX_REPLICAS",
+    "MAX_CANDIDATES",
     "MAX_EXTRA_REPLICAS",
     "UTILIZATION_CAP",
     "Candidate",
@@ -47,8 +56,11 @@ __all__ = [
     "ScreenResult",
     "SearchSpace",
     "SizingResult",
+    "SizingTooLargeError",
     "SizingTraffic",
     "TargetCurve",
+    "VerificationMode",
+    "ZeroLoadBest",
     "enumerate_candidates",
     "replicas_needed",
     "screen_curve",
@@ -56,4 +68,5 @@ __all__ = [
     "size",
     "target_curves",
     "vllm_args",
+    "zero_load_infeasibility",
 ]

@@ -17,6 +17,7 @@ _REASONS = {
     "over-gpu-limit": "would need more GPUs than allowed",
     "invalid-deployment": "are not valid deployments for their engine",
     "does-not-fit": "do not fit in GPU memory",
+    "context-too-short": "have a max_model_len below the longest request",
     "unsupported": "are not supported",
     "infeasible-at-zero-load": "miss the SLO even with no load at all",
     "slo-missed": "miss the SLO at any useful rate",
@@ -31,7 +32,14 @@ def _money(value: float) -> str:
 def _plan_line(plan: Plan) -> str:
     cost = plan.cost_per_hour
     price = f"{_money(cost)}/h" if cost is not None else "unpriced"
-    how = "verified by simulation" if plan.verified else "screened analytically"
+    if plan.verified:
+        how = "verified by simulation"
+        if plan.verification not in (None, "fleet"):
+            how += f" ({plan.verification})"
+    else:
+        how = "screened analytically"
+        if plan.notes:
+            how += f" ({plan.notes[-1]})"
     return (
         f"{plan.candidate.label} × {plan.replicas} replicas ({plan.total_gpus} GPUs, {price}), "
         f"{how}; binding constraint {plan.binding}, {plan.utilization:.0%} of its capacity at "

@@ -82,6 +82,9 @@ class ScreenResult:
     """The target that limits the rate, or ``"saturation"``."""
     misses: tuple[Miss, ...] = ()
     """Targets missed at the lowest load (only when ``max_rate_per_s`` is 0)."""
+    zero_load: tuple[Miss, ...] = ()
+    """Every target's value at the lowest load, met or not (only when ``max_rate_per_s`` is 0;
+    a met target has ``relative_miss <= 0``)."""
 
 
 def _latency(target: LatencyTarget, n: float) -> TargetCurve:
@@ -175,21 +178,22 @@ def screen_curve(curve: OpenLoopCurve, targets: list[TargetCurve]) -> ScreenResu
     k = int(np.argmin(every))
     if k == 0:
         first = curve.take([0])
-        misses = tuple(
+        values = [
             Miss(
                 name=t.name,
                 predicted=float(t.values(first)[0]),
                 limit=t.limit,
                 direction=t.direction,
             )
-            for t, good in zip(targets, ok[:, 0], strict=True)
-            if not good
-        )
+            for t in targets
+        ]
+        misses = tuple(m for m, good in zip(values, ok[:, 0], strict=True) if not good)
         return ScreenResult(
             max_rate_per_s=0.0,
             saturation_rate_per_s=curve.saturation_rate_per_s,
             binding=min(misses, key=lambda m: -m.relative_miss).name,
             misses=misses,
+            zero_load=tuple(values),
         )
     pair = curve.take([k - 1, k])
     low, high = float(pair.rate_per_s[0]), float(pair.rate_per_s[1])

@@ -13,11 +13,25 @@
    the hardware interconnect; E2E and attainment targets scale both pools' load together.
 4. **Rank** by ``cost_per_hour = replicas × GPUs per replica × price`` (unpriced plans last),
    ties to fewer GPUs, then to more spare capacity.
-5. **Verify** the best plans by simulating all their replicas at the target load (least-loaded
-   routing; disaggregated plans with both pools); a plan that misses gets one more replica (the
-   busier pool for P/D) and is simulated again, at most :data:`MAX_EXTRA_REPLICAS` times, else it
-   is rejected with the simulated reason. Verification walks the ranking until ``verify_top``
-   plans pass, so the plan ranked first is a verified one whenever any passes.
+5. **Verify** the best plans by simulation at the target load. A small fleet (at most
+   :data:`FLEET_MAX_REPLICAS` replicas) is simulated whole, with least-loaded routing
+   (``verification = "fleet"``). A larger one is checked on one replica at ``target / R``
+   (``"one-replica-thinned"``): with random routing each replica's arrivals are an independent
+   thinning of the fleet's, a Poisson stream of rate ``target / R`` when the fleet's is Poisson
+   (renewal arrivals of squared CV ``c²`` thin to ``1 + (c² − 1)/R``, simulated as gamma gaps
+   with that CV), so the one-replica run is exact for a randomly routed fleet and conservative
+   for least-loaded routing, which only shortens queues. A large disaggregated plan runs a
+   sub-fleet of ``p + d <= FLEET_MAX_REPLICAS`` replicas whose ratio is nearest ``x : y``, at the
+   rate that gives each pool at least its share (``"sub-fleet-thinned"``, conservative). Runs
+   measure at least :data:`VERIFY_MIN_MEASURED` requests and :data:`VERIFY_RESIDENCES` Tier A
+   mean residences ``W̄`` (after a warm-up of at least two), so the simulator's stability
+   verdict is conclusive; a plan whose run is still inconclusive stays, decided by Tier A, with
+   a note — only a conclusive miss rejects. A plan that misses gets one more replica (the busier
+   pool for P/D) and is simulated again, at most :data:`MAX_EXTRA_REPLICAS` times, else it is
+   rejected with the simulated reason. Verification walks the ranking until ``verify_top``
+   plans pass, so the plan ranked first is a verified one whenever any passes. Simulated work
+   is bounded per sizing (:data:`MAX_SIMULATED_REQUESTS`, :data:`MAX_SIMULATED_WORK`): a plan
+   whose run would exceed what is left stays decided by Tier A, with a note.
 
 Compared with AIConfigurator (``replicas = ceil(rate / seq_per_s)`` at zero queueing) and the
 llm-d planner (``ceil(1.2 × qps / qps_per_replica)`` from benchmarks), the per-replica rate here
@@ -42,6 +56,7 @@ from service.core.simulation import (
     EngineConfig,
     KVTransfer,
     SimulationResult,
+    SimulationSummary,
     simulate,
     simulate_disaggregated,
 )
@@ -65,18 +80,33 @@ from service.core.steptime import (
     engine_profile,
 )
 from service.core.steptime.openloop import OpenLoopCurve, open_loop_curve
-from service.core.traffic import ArrivalProcess, LengthDistribution, open_loop_workload
+from service.core.traffic import (
+    ArrivalProcess,
+    FixedLength,
+    HistogramLength,
+    LengthDistribution,
+    LogNormalLength,
+    NormalLength,
+    UniformLength,
+    open_loop_workload,
+)
 
 __all__ = [
     "DEFAULT_HEADROOM",
+    "FLEET_MAX_REPLICAS",
+    "MAX_CANDIDATES",
     "MAX_EXTRA_REPLICAS",
     "Plan",
     "Predicted",
     "Rejection",
     "SizingResult",
+    "SizingTooLargeError",
     "SizingTraffic",
+    "VerificationMode",
+    "ZeroLoadBest",
     "replicas_needed",
     "size",
+    "zero_load_infeasibility",
 ]
 
 DEFAULT_HEADROOM = 0.85
@@ -87,23 +117,42 @@ measurement."""
 PCIE_BANDWIDTH_BYTES_PER_S = 25e9
 """PCIe 4.0 x16 moves about 25 GB/s each way in practice (32 GB/s raw); used when a profile
 has no interconnect bandwidth."""
-VERIFY_REQUESTS_PER_REPLICA = 300
-VERIFY_MIN_REQUESTS = 2000
-"""Shorter runs flag stable fleets as unstable (the drain tail weighs on the window)."""
-VERIFY_MAX_REQUESTS = 4000
+FLEET_MAX_REPLICAS = 8
+"""Fleets up to this many replicas are simulated whole; larger ones by thinning."""
+VERIFY_MIN_MEASURED = 1800
+"""Measured requests of a verification run at least (percentiles up to p99 from ~18 tail
+requests)."""
+VERIFY_RESIDENCES = 10
+"""The measured window spans at least this many Tier A mean residences ``W̄``: the simulator
+needs ``2 W̄`` to tell a growing queue from one filling up."""
+VERIFY_WARMUP_RESIDENCES = 2
+VERIFY_WARMUP_FRACTION = 0.1
+MAX_SIMULATED_REQUESTS = 12_000
+"""Requests simulated by one sizing, all verification runs together (a run costs about 0.1 to
+0.5 ms of CPU per request)."""
+MAX_SIMULATED_WORK = 40_000
+"""Scheduler work of one sizing's verification runs, in request-chunks: each request costs
+``1 + ceil(prompt / max_num_batched_tokens)`` (its prefill chunks and its decode run)."""
+MAX_CANDIDATES = 512
+"""Candidate configurations one sizing may enumerate (Tier A screens one in about 10 ms)."""
 MAX_PLANS = 10
 """Plans returned (the best by rank); every other survivor is counted, not listed."""
-VERIFY_WARMUP_FRACTION = 0.1
 
 RejectReason = Literal[
     "over-gpu-limit",
     "invalid-deployment",
     "does-not-fit",
+    "context-too-short",
     "unsupported",
     "infeasible-at-zero-load",
     "slo-missed",
     "verification-failed",
 ]
+VerificationMode = Literal["fleet", "one-replica-thinned", "sub-fleet-thinned"]
+
+
+class SizingTooLargeError(ValueError):
+    """The search space enumerates more than :data:`MAX_CANDIDATES` candidates."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,10 +166,34 @@ class SizingTraffic:
     cv: float = 1.0
     timeout_s: float = math.inf
     seed: int = 0
+    longest_request_tokens: int | None = None
+    """Prompt + output tokens of the longest request a plan's ``max_model_len`` must hold;
+    ``None``: the largest prompt plus the largest output the distributions draw."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
             raise ValueError(f"rate_per_s must be > 0, got {self.rate_per_s}")
+
+    @property
+    def longest_tokens(self) -> int | None:
+        """:attr:`longest_request_tokens`, or the sum of the distributions' largest draws
+        (``None`` for an unbounded one, e.g. geometric)."""
+        if self.longest_request_tokens is not None:
+            return self.longest_request_tokens
+        a, b = _largest_draw(self.input_tokens), _largest_draw(self.output_tokens)
+        return a + b if a is not None and b is not None else None
+
+
+def _largest_draw(dist: LengthDistribution) -> int | None:
+    if isinstance(dist, FixedLength):
+        return dist.tokens
+    if isinstance(dist, UniformLength):
+        return dist.high_tokens
+    if isinstance(dist, NormalLength | LogNormalLength):
+        return dist.max_tokens
+    if isinstance(dist, HistogramLength):
+        return dist.bin_edges_tokens[-1] - 1
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,7 +236,12 @@ class Plan:
     tier_a: Predicted | None = None
     """Filled in for the returned plans only (the screen itself needs no percentiles)."""
     simulation: Predicted | None = None
+    """The conclusive verification run (None when not simulated or inconclusive)."""
     verified: bool = False
+    verification: VerificationMode | None = None
+    """How the plan was simulated (None when it was not)."""
+    notes: tuple[str, ...] = ()
+    """Why a plan is decided by Tier A although verification was asked for, and the like."""
     target_output_tokens_per_s: float = 0.0
 
     @property
@@ -203,6 +281,8 @@ class Rejection:
     detail: str
     miss: float | None = None
     """For SLO misses: how far past the limit, as a fraction of it."""
+    zero_load: tuple[Miss, ...] = ()
+    """For ``infeasible-at-zero-load``: every target's value at the lowest load, met or not."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,6 +297,9 @@ class SizingResult:
     simulations: int
     elapsed_s: float
     warnings: tuple[str, ...] = ()
+    passed_zero_load: int = 0
+    """Candidates that met every target at the lowest load (plans and later rejections)."""
+    simulated_requests: int = 0
 
 
 def replicas_needed(
@@ -260,6 +343,8 @@ class _Context:
     curves: dict[str, OpenLoopCurve] = field(default_factory=dict)
     decode_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    simulated_requests: int = 0
+    simulated_work: int = 0
 
 
 def _deployment(c: Candidate) -> Deployment:
@@ -394,6 +479,7 @@ def _plan_or_reject(
             reason="infeasible-at-zero-load",
             detail=_describe_misses(screen.misses),
             miss=max(m.relative_miss for m in screen.misses) if screen.misses else None,
+            zero_load=screen.zero_load,
         )
     replicas = replicas_needed(ctx.target_rate_per_s, screen.max_rate_per_s, ctx.headroom)
     total = replicas * c.gpus_per_replica
@@ -482,6 +568,7 @@ def _disaggregated(ctx: _Context, c: Candidate, built: _Built) -> Plan | Rejecti
             reason="infeasible-at-zero-load",
             detail="prefill pool: " + _describe_misses(p_screen.misses),
             miss=max(m.relative_miss for m in p_screen.misses) if p_screen.misses else None,
+            zero_load=p_screen.zero_load,
         )
     d_rate, d_step, d_sat = _decode_curve(ctx, built.model, built.memory)
     # TPOT = (E2E − TTFT)/(n − 1) also carries the transfer; ITL gaps are decode steps.
@@ -502,6 +589,9 @@ def _disaggregated(ctx: _Context, c: Candidate, built: _Built) -> Plan | Rejecti
                     f"(missed by {miss:.0%})"
                 ),
                 miss=miss,
+                zero_load=(
+                    Miss(name=t.name, predicted=float(values[0]), limit=t.limit_s, direction="max"),
+                ),
             )
         if holds.all():
             continue
@@ -591,32 +681,159 @@ def _with_tier_a(ctx: _Context, plan: Plan) -> Plan:
 # ----------------------------------------------------------------------------- verification
 
 
-def _simulate(ctx: _Context, plan: Plan) -> tuple[SimulationResult, SloEvaluation]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """One verification run: what is simulated, at what rate, for how many requests."""
+
+    mode: VerificationMode
+    rate_per_s: float
+    """Arrival rate of the simulated replicas (the fleet's ``target`` for ``fleet``)."""
+    replicas: int
+    prefill_replicas: int | None = None
+    decode_replicas: int | None = None
+    kept_fraction: float
+    """Share of the fleet's arrivals the simulated replicas see."""
+    residence_s: float
+    num_requests: int
+    warmup_requests: int
+    work: int
+
+
+def _interp(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
+    return float(np.interp(x, xs, ys))
+
+
+def _residence_s(ctx: _Context, plan: Plan, per_prefill: float, per_decode: float) -> float:
+    """Tier A mean residence ``W̄ = TTFT̄ + (n − 1)·TPOT`` at the given per-replica loads
+    (aggregated: both are the replica's load; P/D: plus the KV transfer)."""
+    curve = ctx.curves[plan.candidate.label]
+    decode_steps = max(ctx.output_tokens - 1.0, 0.0)
+    ttft = _interp(per_prefill, curve.rate_per_s, curve.ttft_mean_s)
+    if plan.prefill_replicas is None:
+        return ttft + decode_steps * _interp(per_prefill, curve.rate_per_s, curve.tpot_s)
+    d_rate, tpot = ctx.decode_curves[plan.candidate.label]
+    return ttft + (plan.kv_transfer_s or 0.0) + decode_steps * _interp(per_decode, d_rate, tpot)
+
+
+def _sub_fleet(x: int, y: int) -> tuple[int, int]:
+    """``(p, d)`` with ``p + d <= FLEET_MAX_REPLICAS`` whose ratio is nearest ``x : y`` (in
+    log), the smaller on ties.
+
+    >>> _sub_fleet(10, 2), _sub_fleet(9, 9), _sub_fleet(20, 3)  # 20/3 = 6.67: 7/6.67 < 6.67/6
+    ((5, 1), (1, 1), (7, 1))
+    """
+    options = (
+        (max(d * x / (p * y), p * y / (d * x)), p + d, p, d)
+        for p in range(1, FLEET_MAX_REPLICAS)
+        for d in range(1, FLEET_MAX_REPLICAS - p + 1)
+    )
+    _, _, p, d = min(options)
+    return p, d
+
+
+def _run(ctx: _Context, plan: Plan, mode: VerificationMode) -> _Run:
+    """The run of ``mode``: its rate, replicas and length. The measured window holds at least
+    ``VERIFY_RESIDENCES · L`` requests (``L = rate · W̄`` resident, Little), so it spans that
+    many mean residences; the warm-up at least two."""
+    target = ctx.target_rate_per_s
+    x, y = plan.prefill_replicas, plan.decode_replicas
+    p: int | None = None
+    d: int | None = None
+    if x is None or y is None:
+        per = target / plan.replicas
+        rate, replicas = (target, plan.replicas) if mode == "fleet" else (per, 1)
+        residence = _residence_s(ctx, plan, per, per)
+    else:
+        p, d = (x, y) if mode == "fleet" else _sub_fleet(x, y)
+        rate = target * max(p / x, d / y)
+        replicas = p + d
+        residence = _residence_s(ctx, plan, rate / p, rate / d)
+    resident = rate * residence
+    measured = max(VERIFY_MIN_MEASURED, math.ceil(VERIFY_RESIDENCES * resident))
+    warmup = max(
+        math.ceil(VERIFY_WARMUP_FRACTION * measured),
+        math.ceil(VERIFY_WARMUP_RESIDENCES * resident),
+    )
+    budget = plan.memory.deployment.max_num_batched_tokens
+    chunks = 1 + math.ceil(ctx.input_tokens / max(budget, 1))
+    return _Run(
+        mode=mode,
+        rate_per_s=rate,
+        replicas=replicas,
+        prefill_replicas=p,
+        decode_replicas=d,
+        kept_fraction=min(rate / target, 1.0),
+        residence_s=residence,
+        num_requests=measured + warmup,
+        warmup_requests=warmup,
+        work=(measured + warmup) * chunks,
+    )
+
+
+def _plan_run(ctx: _Context, plan: Plan) -> _Run | str:
+    """The verification run of ``plan`` (see the module docstring), or why there is none: the
+    whole fleet when small, else the thinned check; the cheaper one when over the budget."""
+    small = plan.replicas <= FLEET_MAX_REPLICAS
+    thinned: VerificationMode = (
+        "one-replica-thinned" if plan.prefill_replicas is None else "sub-fleet-thinned"
+    )
+    modes: list[VerificationMode] = ["fleet", thinned] if small else [thinned]
+    left_requests = MAX_SIMULATED_REQUESTS - ctx.simulated_requests
+    left_work = MAX_SIMULATED_WORK - ctx.simulated_work
+    run = _run(ctx, plan, modes[0])
+    for mode in modes:
+        run = _run(ctx, plan, mode)
+        if run.num_requests <= left_requests and run.work <= left_work:
+            return run
+    return (
+        f"not simulated: a conclusive {run.mode} run needs {run.num_requests} requests "
+        f"({run.work} request-chunks; W̄ ≈ {run.residence_s:.3g} s), more than this sizing's "
+        f"budget has left ({max(left_requests, 0)} requests, {max(left_work, 0)} "
+        f"request-chunks); Tier A decides"
+    )
+
+
+def _thinned_arrivals(
+    process: ArrivalProcess, cv: float, kept: float
+) -> tuple[ArrivalProcess, float]:
+    """Arrivals of a ``kept`` share of a renewal stream split at random: Poisson stays Poisson;
+    otherwise a geometric sum of gaps, of squared CV ``1 + (c² − 1)·kept``, drawn as gamma gaps
+    with that CV (the first two moments).
+
+    >>> _thinned_arrivals("constant", 1.0, 0.25)  # c² = 0 → 0.75
+    ('gamma', 0.8660254037844386)
+    """
+    if kept >= 1.0 or process == "poisson":
+        return process, cv
+    c2 = 0.0 if process == "constant" else cv * cv
+    return "gamma", math.sqrt(1.0 + (c2 - 1.0) * kept)
+
+
+def _simulate(
+    ctx: _Context, plan: Plan, run: _Run
+) -> tuple[SimulationResult, SimulationSummary, SloEvaluation]:
     c = plan.candidate
     memory = plan.memory
     model = _build(ctx, c, memory)
-    replicas = plan.replicas
-    size = int(
-        np.clip(VERIFY_REQUESTS_PER_REPLICA * replicas, VERIFY_MIN_REQUESTS, VERIFY_MAX_REQUESTS)
-    )
     traffic = ctx.traffic
+    process, cv = _thinned_arrivals(traffic.process, traffic.cv, run.kept_fraction)
     workload = open_loop_workload(
-        num_requests=size,
-        rate_per_s=ctx.target_rate_per_s,
+        num_requests=run.num_requests,
+        rate_per_s=run.rate_per_s,
         input_tokens=traffic.input_tokens,
         output_tokens=traffic.output_tokens,
         rng=np.random.default_rng(traffic.seed),
-        process=traffic.process,
-        cv=traffic.cv,
+        process=process,
+        cv=cv,
         timeout_s=traffic.timeout_s,
-        warmup_requests=int(size * VERIFY_WARMUP_FRACTION),
+        warmup_requests=run.warmup_requests,
     )
+    ctx.simulated_requests += run.num_requests
+    ctx.simulated_work += run.work
     engine = _engine_config(memory)
     steps = steptime_adapter(model)
     overheads = ClientOverheads(preprocess_s=model.engine.request_overhead_s)
-    if c.kind == "disaggregated":
-        assert plan.prefill_replicas is not None
-        assert plan.decode_replicas is not None
+    if run.prefill_replicas is not None and run.decode_replicas is not None:
         result = simulate_disaggregated(
             workload,
             prefill=engine,
@@ -624,8 +841,8 @@ def _simulate(ctx: _Context, plan: Plan) -> tuple[SimulationResult, SloEvaluatio
             prefill_step_time=steps,
             decode_step_time=steps,
             transfer=_kv_transfer(ctx, c, memory),
-            prefill_replicas=plan.prefill_replicas,
-            decode_replicas=plan.decode_replicas,
+            prefill_replicas=run.prefill_replicas,
+            decode_replicas=run.decode_replicas,
             prefill_routing="least_loaded",
             decode_routing="least_loaded",
             overheads=overheads,
@@ -635,18 +852,16 @@ def _simulate(ctx: _Context, plan: Plan) -> tuple[SimulationResult, SloEvaluatio
             workload,
             engine,
             steps,
-            replicas=replicas,
+            replicas=run.replicas,
             routing="least_loaded",
             overheads=overheads,
         )
-    _, evaluation = evaluate_result(result, ctx.objective)
-    return result, evaluation
+    summary, evaluation = evaluate_result(result, ctx.objective)
+    return result, summary, evaluation
 
 
-def _simulated(
-    result: SimulationResult, evaluation: SloEvaluation, objective: ServiceLevelObjective
-) -> Predicted:
-    summary = result.summary(objective.request_slo())
+def _simulated(summary: SimulationSummary, evaluation: SloEvaluation, scale: float) -> Predicted:
+    """The run's metrics; rates times ``scale`` (fleet rate over simulated rate)."""
     return Predicted(
         source="simulation",
         ttft_p50_s=summary.ttft_s.p50,
@@ -655,11 +870,22 @@ def _simulated(
         tpot_p50_s=summary.tpot_s.p50,
         tpot_p95_s=summary.tpot_s.p95,
         e2e_p95_s=summary.e2e_s.p95,
-        throughput_requests_per_s=evaluation.throughput_requests_per_s,
-        goodput_requests_per_s=evaluation.goodput_requests_per_s,
+        throughput_requests_per_s=evaluation.throughput_requests_per_s * scale,
+        goodput_requests_per_s=evaluation.goodput_requests_per_s * scale,
         feasible=evaluation.feasible,
         binding=evaluation.binding,
         reason=evaluation.reason,
+    )
+
+
+def _inconclusive(summary: SimulationSummary, evaluation: SloEvaluation) -> bool:
+    """Every latency and rate check holds and the only objection is a stability verdict the
+    simulator itself calls inconclusive (a window too short to tell)."""
+    return (
+        not evaluation.feasible
+        and not summary.stable
+        and not summary.stability_conclusive
+        and all(check.holds for check in evaluation.checks)
     )
 
 
@@ -679,6 +905,56 @@ def _one_more(plan: Plan) -> Plan:
     return replace(plan, decode_replicas=plan.decode_replicas + 1, replicas=plan.replicas + 1)
 
 
+def _describe_run(run: _Run) -> str:
+    if run.mode == "fleet":
+        return f"the whole fleet at {run.rate_per_s:.4g}/s"
+    if run.mode == "one-replica-thinned":
+        return f"one replica at its share {run.rate_per_s:.4g}/s"
+    return f"a {run.prefill_replicas}P+{run.decode_replicas}D sub-fleet at {run.rate_per_s:.4g}/s"
+
+
+def _verify_one(ctx: _Context, plan: Plan) -> tuple[Plan | Rejection, int]:
+    """Simulate ``plan``, adding replicas after conclusive misses: the verified plan, the plan
+    left to Tier A with a note (inconclusive run, over the budget), or a rejection."""
+    runs = 0
+    notes: list[str] = []
+    for extra in range(MAX_EXTRA_REPLICAS + 1):
+        if extra and ctx.max_gpus is not None and plan.total_gpus > ctx.max_gpus:
+            notes.append(f"{plan.replicas} replicas would exceed max_gpus {ctx.max_gpus}")
+            break
+        run = _plan_run(ctx, plan)
+        if isinstance(run, str):
+            # Unverified (with the misses that added replicas, if any): Tier A decides.
+            return replace(plan, notes=(*notes, run)), runs
+        _, summary, evaluation = _simulate(ctx, plan, run)
+        runs += 1
+        scale = ctx.target_rate_per_s / run.rate_per_s
+        if evaluation.feasible:
+            return replace(
+                plan,
+                simulation=_simulated(summary, evaluation, scale),
+                verified=True,
+                verification=run.mode,
+                notes=tuple(notes),
+            ), runs
+        if _inconclusive(summary, evaluation):
+            notes.append(
+                f"not verified: the simulation of {_describe_run(run)} with {plan.replicas} "
+                f"replicas was inconclusive ({summary.stability_reason}); Tier A decides"
+            )
+            return replace(plan, verification=run.mode, notes=tuple(notes)), runs
+        notes.append(
+            f"simulated {_describe_run(run)} with {plan.replicas} replicas: {evaluation.reason}"
+        )
+        if extra < MAX_EXTRA_REPLICAS:
+            plan = _one_more(plan)
+    return Rejection(
+        candidate=plan.candidate,
+        reason="verification-failed",
+        detail="; ".join(notes),
+    ), runs
+
+
 def _rank_key(plan: Plan) -> tuple[int, float, int, float]:
     cost = plan.cost_per_hour
     return (cost is None, cost if cost is not None else 0.0, plan.total_gpus, plan.utilization)
@@ -690,42 +966,25 @@ def _verify(
     """Simulate in rank order until ``verify_top`` plans pass (see the module docstring)."""
     runs = 0
     passed = 0
+    tried = 0
     done: set[str] = set()
-    budget = 3 * verify_top + MAX_EXTRA_REPLICAS
-    while passed < verify_top and runs < budget:
+    limit = 3 * verify_top + MAX_EXTRA_REPLICAS
+    while passed < verify_top and runs < limit and tried < limit:
         plans.sort(key=_rank_key)
         pending = [i for i, p in enumerate(plans) if p.candidate.label not in done]
         if not pending:
             break
         i = pending[0]
-        plan = plans[i]
-        for extra in range(MAX_EXTRA_REPLICAS + 1):
-            if ctx.max_gpus is not None and plan.total_gpus > ctx.max_gpus:
-                break
-            result, evaluation = _simulate(ctx, plan)
-            runs += 1
-            if evaluation.feasible:
-                break
-            if extra < MAX_EXTRA_REPLICAS:
-                plan = _one_more(plan)
-        done.add(plan.candidate.label)
-        if evaluation.feasible and (ctx.max_gpus is None or plan.total_gpus <= ctx.max_gpus):
-            plans[i] = replace(
-                plan, simulation=_simulated(result, evaluation, ctx.objective), verified=True
-            )
-            passed += 1
-        else:
+        done.add(plans[i].candidate.label)
+        outcome, n = _verify_one(ctx, plans[i])
+        runs += n
+        tried += 1
+        if isinstance(outcome, Rejection):
             plans.pop(i)
-            rejected.append(
-                Rejection(
-                    candidate=plan.candidate,
-                    reason="verification-failed",
-                    detail=(
-                        f"simulated with {plan.replicas} replicas at {ctx.target_rate_per_s:g}/s: "
-                        f"{evaluation.reason}"
-                    ),
-                )
-            )
+            rejected.append(outcome)
+            continue
+        plans[i] = outcome
+        passed += outcome.verified
     plans.sort(key=lambda p: (not p.verified, *_rank_key(p)))
     return plans, runs
 
@@ -751,6 +1010,12 @@ def size(
         raise ValueError(f"headroom must be in (0, 1], got {headroom}")
     if verify_top < 0:
         raise ValueError(f"verify_top must be >= 0, got {verify_top}")
+    if space.candidate_count > MAX_CANDIDATES:
+        raise SizingTooLargeError(
+            f"the candidate sets combine into {space.candidate_count} configurations, more than "
+            f"the {MAX_CANDIDATES} one sizing screens: narrow the hardware, parallel sizes or "
+            "knob grids"
+        )
     started = time.perf_counter()
     floor = objective.min_throughput_requests_per_s or 0.0
     ctx = _Context(
@@ -776,6 +1041,7 @@ def size(
     plans: list[Plan] = []
     rejected: list[Rejection] = []
     evaluated = 0
+    passed_zero_load = 0
     is_moe = summarize(arch).num_experts > 0
     for c in enumerate_candidates(space):
         evaluated += 1
@@ -805,6 +1071,21 @@ def size(
         except InvalidDeploymentError as exc:
             detail = "; ".join(f"{i.field}: {i.problem}" for i in exc.issues) or str(exc)
             rejected.append(Rejection(candidate=c, reason="invalid-deployment", detail=detail))
+            continue
+        longest = traffic.longest_tokens
+        context = memory.deployment.max_model_len
+        if longest is not None and context < longest:
+            rejected.append(
+                Rejection(
+                    candidate=c,
+                    reason="context-too-short",
+                    detail=(
+                        f"max_model_len {context} < the longest request, {longest} tokens of "
+                        "prompt + output: the engine would refuse it; raise max_model_len or "
+                        "bound the lengths"
+                    ),
+                )
+            )
             continue
         if not memory.fits:
             rejected.append(
@@ -837,6 +1118,8 @@ def size(
             plans.append(outcome)
         else:
             rejected.append(outcome)
+        if isinstance(outcome, Plan) or outcome.reason in ("over-gpu-limit", "slo-missed"):
+            passed_zero_load += 1
     plans, runs = (
         _verify(ctx, plans, verify_top, rejected)
         if verify_top
@@ -858,4 +1141,56 @@ def size(
         simulations=runs,
         elapsed_s=time.perf_counter() - started,
         warnings=tuple(ctx.warnings),
+        passed_zero_load=passed_zero_load,
+        simulated_requests=ctx.simulated_requests,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZeroLoadBest:
+    """The best value of one target at zero load over every candidate screened."""
+
+    name: str
+    limit: float
+    direction: str
+    best: float
+    """Lowest (``max`` targets) or highest (``min``) zero-load value of any candidate."""
+    candidate: Candidate
+    """The candidate that achieves :attr:`best`."""
+    alone: bool
+    """True when even :attr:`best` misses the limit; False when some candidate meets this
+    target but none meets every target at once."""
+
+
+def zero_load_infeasibility(result: SizingResult) -> tuple[ZeroLoadBest, ...]:
+    """Why no plan exists when no candidate that could run meets the SLO even idle: for each
+    target, its best zero-load value and who achieves it — the targets no candidate meets, or,
+    when each is met by some candidate but none meets all, every target some candidate misses.
+    Empty when a plan exists, when some candidate met every target at zero load, or when none
+    was screened (nothing fits, the GPU limit, ...)."""
+    screened = [r for r in result.rejected if r.reason == "infeasible-at-zero-load"]
+    if result.plans or result.plans_found or result.passed_zero_load or not screened:
+        return ()
+    best: dict[str, tuple[Miss, Candidate]] = {}
+    missed: set[str] = set()
+    for r in screened:
+        for m in r.zero_load:
+            if m.relative_miss > 0:
+                missed.add(m.name)
+            held = best.get(m.name)
+            if held is None or m.relative_miss < held[0].relative_miss:
+                best[m.name] = (m, r.candidate)
+    out = [
+        ZeroLoadBest(
+            name=name,
+            limit=m.limit,
+            direction=m.direction,
+            best=m.predicted,
+            candidate=c,
+            alone=m.relative_miss > 0,
+        )
+        for name, (m, c) in best.items()
+        if name in missed
+    ]
+    alone = [b for b in out if b.alone]
+    return tuple(alone or out)

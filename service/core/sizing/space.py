@@ -10,6 +10,7 @@ throughput default 8192, and the KV cache in the model dtype or fp8.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -72,6 +73,37 @@ class SearchSpace:
                 raise ValueError(f"{name}: sizes must be >= 1")
         if self.max_gpus is not None and self.max_gpus < 1:
             raise ValueError(f"max_gpus must be >= 1, got {self.max_gpus}")
+        ids = [h.id for h in self.hardware]
+        if len(set(ids)) != len(ids):
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValueError(f"hardware: {', '.join(twice)} listed more than once")
+
+    @property
+    def candidate_count(self) -> int:
+        """How many candidates :func:`enumerate_candidates` yields: parallel layouts × knob
+        settings, plus one disaggregated pair per layout."""
+        layouts = math.prod(
+            len(getattr(self, name))
+            for name in (
+                "hardware",
+                "engines",
+                "tensor_parallel",
+                "pipeline_parallel",
+                "data_parallel",
+                "expert_parallel",
+            )
+        )
+        knobs = math.prod(
+            len(getattr(self, name))
+            for name in (
+                "max_num_seqs",
+                "max_num_batched_tokens",
+                "gpu_memory_utilization",
+                "kv_cache_dtype",
+                "max_model_len",
+            )
+        )
+        return layouts * knobs + (layouts if self.disaggregation else 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
