@@ -128,30 +128,35 @@ class Candidate:
         """``TP × PP × DP``."""
         return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
 
-    @property
-    def label(self) -> str:
-        """``h100-sxm vllm TP2 PP1 DP1 ...``: unique within one search."""
-        parts = [
-            self.hardware_id,
-            self.engine,
-            f"TP{self.tensor_parallel_size}",
-            f"PP{self.pipeline_parallel_size}",
-            f"DP{self.data_parallel_size}",
-        ]
+    def _parts(self, *, full: bool, engine: bool) -> list[str]:
+        """The label's words; without ``full``, PP and DP of 1 and ``max_model_len`` are left
+        out and the engine only shown when ``engine``."""
+        parts = [self.hardware_id]
+        if full or engine:
+            parts.append(self.engine)
+        parts.append(f"TP{self.tensor_parallel_size}")
+        for name, size in (("PP", self.pipeline_parallel_size), ("DP", self.data_parallel_size)):
+            if full or size > 1:
+                parts.append(f"{name}{size}")
         if self.enable_expert_parallel:
             parts.append("EP")
-        for name, value in (
+        knobs: list[tuple[str, float | int | None]] = [
             ("seqs", self.max_num_seqs),
             ("budget", self.max_num_batched_tokens),
             ("mem", self.gpu_memory_utilization),
-            ("len", self.max_model_len),
-        ):
-            if value is not None:
-                parts.append(f"{name}={value}")
+        ]
+        if full:
+            knobs.append(("len", self.max_model_len))
+        parts.extend(f"{name}={value}" for name, value in knobs if value is not None)
         parts.append(f"kv={self.kv_cache_dtype}")
         if self.kind == "disaggregated":
             parts.append("P/D")
-        return " ".join(parts)
+        return parts
+
+    @property
+    def label(self) -> str:
+        """``h100-sxm vllm TP2 PP1 DP1 ...``: unique within one search."""
+        return " ".join(self._parts(full=True, engine=True))
 
     def brief(self, *, engine: bool = False) -> str:
         """:attr:`label` without what is at its default: the engine unless ``engine``, PP and DP
@@ -164,27 +169,7 @@ class Candidate:
         ...           kv_cache_dtype="fp8", max_model_len=4096).brief()
         'h100-sxm TP2 budget=8192 kv=fp8'
         """
-        parts = [self.hardware_id]
-        if engine:
-            parts.append(self.engine)
-        parts.append(f"TP{self.tensor_parallel_size}")
-        if self.pipeline_parallel_size > 1:
-            parts.append(f"PP{self.pipeline_parallel_size}")
-        if self.data_parallel_size > 1:
-            parts.append(f"DP{self.data_parallel_size}")
-        if self.enable_expert_parallel:
-            parts.append("EP")
-        for name, value in (
-            ("seqs", self.max_num_seqs),
-            ("budget", self.max_num_batched_tokens),
-            ("mem", self.gpu_memory_utilization),
-        ):
-            if value is not None:
-                parts.append(f"{name}={value}")
-        parts.append(f"kv={self.kv_cache_dtype}")
-        if self.kind == "disaggregated":
-            parts.append("P/D")
-        return " ".join(parts)
+        return " ".join(self._parts(full=False, engine=engine))
 
 
 def enumerate_candidates(space: SearchSpace) -> Iterator[Candidate]:
