@@ -107,6 +107,8 @@ def test_trtllm_deployment_budget_is_batch_plus_prompt_plus_1500_in_whole_blocks
     # 32 + 4096 + 1500 = 5628 tokens -> 176 blocks of 32 = 5632; chunked prefill off.
     assert config.max_num_batched_tokens == 5632
     assert config.policy == "no_chunking"
+    # aiconfigurator's agg rule: disable_overlap_scheduler = false -> one step's output delay.
+    assert config.output_delay_steps == 1
 
 
 def test_inferencemax_deployment_keeps_the_8192_token_chunked_budget() -> None:
@@ -116,6 +118,7 @@ def test_inferencemax_deployment_keeps_the_8192_token_chunked_budget() -> None:
     config = engine_config(case, model, kv_tokens, INFERENCEMAX)
     assert config.max_num_batched_tokens == 8192
     assert config.policy == "vllm_v1"
+    assert config.output_delay_steps == 0
 
 
 def test_attention_dp_rows_replay_the_recorded_client_count_over_pooled_ranks() -> None:
@@ -164,10 +167,11 @@ def test_the_first_wave_queues_behind_its_own_prefills() -> None:
 # (``replayable``; the full set takes minutes;
 # ``python -m bench.accuracy --simulate`` prints it). MAPE in percent reached on this subset with
 # SIMULATOR_ENGINE_PROFILES. vLLM meets the floor (TTFT <= 25 %, TPOT <= 15 %) and is
-# held to it; TensorRT-LLM meets the TPOT floor but not yet the TTFT one, so it is held to what
-# it reached.
+# held to it; TensorRT-LLM (overlap scheduler's output delay on) meets the TPOT floor but, over
+# all 308 replayable rows, not yet the TTFT one (26.3 %; 23.4 % on this subset), so it is held
+# to what it reached.
 GUARD_STRIDE = 3
-REACHED = {"trtllm": (28.1, 11.4), "vllm": (22.9, 11.9)}
+REACHED = {"trtllm": (23.5, 10.3), "vllm": (22.9, 11.9)}
 MARGIN = 1.5
 FLOOR = (25.0, 15.0)
 MEETS_TTFT_FLOOR = {"trtllm": False, "vllm": True}

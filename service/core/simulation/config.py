@@ -52,6 +52,16 @@ class EngineConfig:
         checks the full prompt.
     max_waiting_requests : int or None
         Admission control: an arrival that finds this many requests waiting is rejected.
+    output_delay_steps : {0, 1}
+        1 models an overlap scheduler (TensorRT-LLM's ``PyExecutor._executor_loop_overlap``,
+        ``disable_overlap_scheduler = False``): the host launches step ``k + 1`` before it reads
+        step ``k``'s samples, so a request only learns it has finished after it has taken part
+        in the next step. Modelled as one extra decode per request: the request computes
+        ``output + 1`` tokens, its ``j``-th visible token comes out when its ``(j + 1)``-th is
+        computed (first token one decode after its prefill), and it leaves — freeing its KV and,
+        in a closed loop, letting its client send again — at the end of that extra step.
+        Aggregated engines only. 0 (default): tokens come out at the end of the step that
+        computed them.
     """
 
     max_num_batched_tokens: int
@@ -62,6 +72,7 @@ class EngineConfig:
     watermark_blocks: int = 0
     admit_full_prompt: bool = False
     max_waiting_requests: int | None = None
+    output_delay_steps: int = 0
 
     def __post_init__(self) -> None:
         _positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -81,6 +92,8 @@ class EngineConfig:
             )
         if self.max_waiting_requests is not None:
             _positive_int("max_waiting_requests", self.max_waiting_requests)
+        if isinstance(self.output_delay_steps, bool) or self.output_delay_steps not in (0, 1):
+            raise ValueError(f"output_delay_steps must be 0 or 1, got {self.output_delay_steps!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,6 +25,14 @@ Choices where the engines leave room, and what is not modelled:
   of the queue while nothing runs (vLLM would wait forever); that request is rejected instead.
 * Sarathi's block manager wants a free block before every decode append; here a block is needed
   only when the sequence crosses a block boundary, as in vLLM v1.
+* ``output_delay_steps = 1`` (an overlap scheduler, TensorRT-LLM's ``_executor_loop_overlap``):
+  a request computes one token more than it outputs; the first computed token is hidden, every
+  later one is visible when computed (so visible token ``j`` comes out one of the request's own
+  steps after it was sampled), and the request leaves after computing its extra token. The extra
+  token is a real decode (batch slot, step time, KV) as in the real loop, which only learns that
+  a request finished after launching the next step with it. A decode run never starts while a
+  running request's only computed token is hidden (its next token is a first token, not an ITL
+  sample); that step is stepped on its own, so skipping stays exact.
 * Not modelled: prefix caching, speculative decoding, ``long_prefill_token_threshold``,
   ``max_model_len``, async scheduling, pipeline parallelism.
 
@@ -218,6 +226,9 @@ class Engine:
         self.skip = skip_decode_runs
         self.stop_on_exit = stop_on_exit
         self.first_token_after_transfer = first_token_after_transfer
+        self.delay = config.output_delay_steps
+        if self.delay and (prefill_only or remote_kv):
+            raise ValueError("output_delay_steps is modelled for aggregated engines only")
         self.bs = config.block_size_tokens
         self.budget = config.max_num_batched_tokens
         self.max_seqs = config.max_num_seqs
@@ -272,6 +283,8 @@ class Engine:
         """Route request ``r`` to this engine at time ``t`` (calls must come in time order).
         A request that could never be scheduled here is rejected on the spot."""
         self.pushed += 1
+        if self.delay:
+            self.tab.final_tokens[r] = self.tab.prompt[r] + self.tab.output[r] + self.delay
         if self._infeasible(r):
             self._reject(r, t)
             return
@@ -282,6 +295,8 @@ class Engine:
     def push_many(self, ids: np.ndarray, times: np.ndarray) -> None:
         """Route many requests at once (sorted by time); vectorised :meth:`push`."""
         tab = self.tab
+        if self.delay:
+            tab.final_tokens[ids] = tab.prompt[ids] + tab.output[ids] + self.delay
         tokens = tab.prompt[ids] if self.prefill_only else tab.final_tokens[ids] - 1
         bad = (tokens + (self.bs - 1)) // self.bs + self.watermark > self.total_blocks
         if not self.chunked:
@@ -409,6 +424,9 @@ class Engine:
                 if after is None:
                     continue
                 blocked = after
+            if self.delay and np.isnan(self.tab.last_token[self.running]).any():
+                # A running request's next token is its first visible one: step it alone.
+                continue
             if self._run_cut_at_once(blocked):
                 continue
             self._open_run(blocked)
@@ -472,20 +490,26 @@ class Engine:
         if self.chunked:
             return False
         tab = self.tab
-        tokens = int(tab.prompt[r]) + (0 if self.prefill_only else int(tab.output[r]) - 1)
+        tokens = int(tab.prompt[r] if self.prefill_only else tab.final_tokens[r] - 1)
         return tokens > self.budget
 
     def _blocks_for_whole(self, r: int) -> int:
-        """Blocks request ``r`` holds at its largest: prompt + output - 1 tokens (prompt only on
-        a prefill replica)."""
+        """Blocks request ``r`` holds at its largest: prompt + output - 1 tokens, plus the
+        hidden ones of an output delay (prompt only on a prefill replica)."""
         tab = self.tab
-        tokens = int(tab.prompt[r])
-        if not self.prefill_only:
-            tokens += int(tab.output[r]) - 1
+        tokens = int(tab.prompt[r] if self.prefill_only else tab.final_tokens[r] - 1)
         return -(-tokens // self.bs)
+
+    def _settle(self, ids: np.ndarray | int) -> None:
+        """On leaving, count only visible tokens: ``generated = max(computed outputs - delay, 0)``
+        (the request table's ``num_tokens`` then reads as prompt + streamed tokens)."""
+        if self.delay:
+            tab = self.tab
+            tab.num_tokens[ids] = np.maximum(tab.num_tokens[ids] - self.delay, tab.prompt[ids])
 
     def _reject(self, r: int, t: float) -> None:
         tab = self.tab
+        self._settle(r)
         tab.status[r] = REJECTED
         tab.exit[r] = t
         tab.owner[r] = -1
@@ -530,6 +554,7 @@ class Engine:
             if tab.status[r] != ACTIVE or tab.owner[r] != self.index:
                 continue
             dropped = True
+            self._settle(r)
             tab.status[r] = TIMED_OUT
             tab.exit[r] = t
             tab.owner[r] = -1
@@ -892,6 +917,7 @@ class Engine:
         em = ids if np.count_nonzero(emit) == emit.size else ids[emit]
         ne = int(em.size)
         weight = 0
+        hidden = _EMPTY
         if ne:
             tab.num_tokens[em] += 1
             # A token is a regular ITL sample (gap = this step's duration) iff the request's
@@ -906,7 +932,13 @@ class Engine:
                 first = np.isnan(last)
                 n_first = np.count_nonzero(first)
                 if n_first:
-                    tab.first_token[other[first]] = end
+                    shown = first
+                    if self.delay:
+                        # The first computed token(s) of an output delay stay hidden.
+                        early = tab.num_tokens[other] - tab.prompt[other] <= self.delay
+                        hidden = other[first & early]
+                        shown = first & ~early
+                    tab.first_token[other[shown]] = end
                 if n_first < first.size:
                     gap_ids = other[~first]
                     counted = tab.in_window[gap_ids]
@@ -914,6 +946,9 @@ class Engine:
                         gaps = end - tab.last_token[gap_ids[counted]]
                         self.itl_extra_s.extend(gaps.tolist())
             tab.last_token[em] = end
+            if hidden.size:
+                tab.last_token[hidden] = np.nan
+                ne -= int(hidden.size)
             done = em if self.prefill_only else em[tab.num_tokens[em] >= tab.final_tokens[em]]
             if done.size:
                 self._leave(done, end)
@@ -926,6 +961,7 @@ class Engine:
         """Requests that finished (on a prefill worker: finished their prefill) at ``end``."""
         tab = self.tab
         self.free += int(_sum(tab.blocks[done]))
+        self._settle(done)
         tab.blocks[done] = 0
         tab.running[done] = False
         tab.owner[done] = -1

@@ -164,17 +164,19 @@ KNOWN_ENGINES: tuple[str, ...] = tuple(ENGINE_PROFILES)
 # on every fourth TensorRT-LLM row, then again from there on every third row starting at the
 # second; ``python -m bench.accuracy --simulate`` prints both sets).
 # vLLM keeps its constants: through the simulator they already meet the accuracy floor.
-# TensorRT-LLM through the simulator: 1.4 ms per step, 374 µs launch per layer of an eager
-# (context) step, 10.7 ms per request outside the engine, compute 0.94 and memory 0.71 of the
-# isolated tables. The mean-field fit's 142 ms per request absorbed the prompt queueing that the
-# simulator now produces itself.
+# TensorRT-LLM through the simulator, with the overlap scheduler's one-step output delay
+# (EngineConfig.output_delay_steps; refitted from the previous simulator constants on every
+# second replayable row, then from there on all 308 of them): 1.62 ms per step, 202 µs launch
+# per layer of an eager (context) step, 6.0 ms per request outside the engine, compute 1.02 and
+# memory 0.70 of the isolated tables. The mean-field fit's 142 ms per request absorbed the prompt
+# queueing that the simulator now produces itself.
 _TRTLLM_SIM = replace(
     _TRTLLM,
-    step_overhead_s=1.39e-3,
-    eager_overhead_per_layer_s=374e-6,
-    request_overhead_s=10.7e-3,
-    compute_slowdown=0.944,
-    memory_slowdown=0.713,
+    step_overhead_s=1.62e-3,
+    eager_overhead_per_layer_s=202e-6,
+    request_overhead_s=6.01e-3,
+    compute_slowdown=1.017,
+    memory_slowdown=0.701,
     arrival_clumping=0.0,
     provenance=(
         "fitted through the simulator on TensorRT-LLM rows (Llama-3.1-8B, "
