@@ -9,7 +9,7 @@ physical bounds, minimising ``MAPE(TTFT) + MAPE(TPOT)`` over the engine's rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -40,18 +40,60 @@ FITTED_BOUNDS: dict[str, tuple[float, float]] = {
 """Physical range of each fitted constant."""
 
 
-def _with(profile: EngineProfile, values: np.ndarray) -> EngineProfile:
-    step, eager, request, compute, memory, clumping = (float(v) for v in values)
-    return replace(
-        profile,
-        step_overhead_s=step,
-        eager_overhead_per_layer_s=eager,
-        request_overhead_s=request,
-        compute_slowdown=compute,
-        memory_slowdown=memory,
-        arrival_clumping=clumping,
-        calibrated=True,
+def _with(profile: EngineProfile, names: Sequence[str], values: np.ndarray) -> EngineProfile:
+    """``profile`` with the named constants set to ``values``, marked calibrated."""
+    fields: dict[str, float] = {name: float(v) for name, v in zip(names, values, strict=True)}
+    return replace(profile, calibrated=True, **fields)  # type: ignore[arg-type]
+
+
+def _fit(
+    own: Sequence[ServingCase],
+    base: EngineProfile,
+    names: Sequence[str],
+    predict: Callable[[EngineProfile], tuple[np.ndarray, np.ndarray]],
+    *,
+    simplex_step: float,
+    max_evaluations: int,
+    xatol: float,
+    fatol: float,
+) -> tuple[EngineProfile, float]:
+    """Nelder-Mead on the logarithms of ``names`` inside :data:`FITTED_BOUNDS` (a penalty
+    outside), minimising ``MAPE(TTFT) + MAPE(TPOT)`` of ``predict(profile)`` over ``own``."""
+    ttft = np.array([c.row.ttft_s for c in own])
+    tpot = np.array([c.row.tpot_s for c in own])
+    low = np.log([FITTED_BOUNDS[name][0] for name in names])
+    high = np.log([FITTED_BOUNDS[name][1] for name in names])
+    x0 = np.clip(np.log([max(getattr(base, name), 1e-4) for name in names]), low, high)
+    simplex = np.vstack([x0] + [x0 + simplex_step * np.eye(len(x0))[i] for i in range(len(x0))])
+
+    def profile_at(logs: np.ndarray) -> EngineProfile:
+        return _with(base, names, np.exp(np.clip(logs, low, high)))
+
+    def objective(logs: np.ndarray) -> float:
+        penalty = float(np.sum(np.maximum(low - logs, 0) + np.maximum(logs - high, 0)))
+        pred_ttft, pred_tpot = predict(profile_at(logs))
+        error = np.mean(np.abs(pred_ttft - ttft) / ttft) + np.mean(np.abs(pred_tpot - tpot) / tpot)
+        return float(error + 10.0 * penalty)
+
+    result = minimize(
+        objective,
+        x0,
+        method="Nelder-Mead",
+        options={
+            "maxfev": max_evaluations,
+            "xatol": xatol,
+            "fatol": fatol,
+            "initial_simplex": simplex,
+        },
     )
+    return profile_at(result.x), float(result.fun)
+
+
+def _own(cases: Sequence[ServingCase], engine: str) -> list[ServingCase]:
+    own = [c for c in cases if c.row.engine == engine]
+    if not own:
+        raise ValueError(f"no cases for engine {engine!r}")
+    return own
 
 
 def fit_engine_constants(
@@ -66,39 +108,22 @@ def fit_engine_constants(
 
     Returns the fitted profile and the objective (a fraction, not percent).
     """
-    own = [c for c in cases if c.row.engine == engine]
-    if not own:
-        raise ValueError(f"no cases for engine {engine!r}")
-    base = start or engine_profile(engine)
-    ttft = np.array([c.row.ttft_s for c in own])
-    tpot = np.array([c.row.tpot_s for c in own])
-    low = np.log([FITTED_BOUNDS[name][0] for name in _FITTED])
-    high = np.log([FITTED_BOUNDS[name][1] for name in _FITTED])
-    x0 = np.clip(np.log([max(getattr(base, name), 1e-4) for name in _FITTED]), low, high)
-    simplex = np.vstack([x0] + [x0 + 0.5 * np.eye(len(x0))[i] for i in range(len(x0))])
+    own = _own(cases, engine)
 
-    def objective(logs: np.ndarray) -> float:
-        penalty = float(np.sum(np.maximum(low - logs, 0) + np.maximum(logs - high, 0)))
-        values = np.exp(np.clip(logs, low, high))
-        pred = evaluate_serving(own, models, {engine: _with(base, values)})
-        error = np.mean(np.abs(pred.ttft_s - ttft) / ttft) + np.mean(
-            np.abs(pred.tpot_s - tpot) / tpot
-        )
-        return float(error + 10.0 * penalty)
+    def predict(profile: EngineProfile) -> tuple[np.ndarray, np.ndarray]:
+        pred = evaluate_serving(own, models, {engine: profile})
+        return pred.ttft_s, pred.tpot_s
 
-    result = minimize(
-        objective,
-        x0,
-        method="Nelder-Mead",
-        options={
-            "maxfev": max_evaluations,
-            "xatol": 1e-3,
-            "fatol": 1e-5,
-            "initial_simplex": simplex,
-        },
+    return _fit(
+        own,
+        start or engine_profile(engine),
+        _FITTED,
+        predict,
+        simplex_step=0.5,
+        max_evaluations=max_evaluations,
+        xatol=1e-3,
+        fatol=1e-5,
     )
-    best = np.exp(np.clip(result.x, low, high))
-    return _with(base, best), float(result.fun)
 
 
 SIMULATOR_FITTED: tuple[str, ...] = (
@@ -129,44 +154,14 @@ def fit_simulator_constants(
     """
     from service.calibration.simulated import simulate_cases
 
-    own = [c for c in cases if c.row.engine == engine]
-    if not own:
-        raise ValueError(f"no cases for engine {engine!r}")
-    base = start or engine_profile(engine)
-    ttft = np.array([c.row.ttft_s for c in own])
-    tpot = np.array([c.row.tpot_s for c in own])
-    low = np.log([FITTED_BOUNDS[name][0] for name in SIMULATOR_FITTED])
-    high = np.log([FITTED_BOUNDS[name][1] for name in SIMULATOR_FITTED])
-    x0 = np.clip(np.log([max(getattr(base, n), 1e-4) for n in SIMULATOR_FITTED]), low, high)
-    simplex = np.vstack([x0] + [x0 + 0.3 * np.eye(len(x0))[i] for i in range(len(x0))])
-
-    def profile_at(logs: np.ndarray) -> EngineProfile:
-        step, eager, request, compute, memory = (float(v) for v in np.exp(np.clip(logs, low, high)))
-        return replace(
-            base,
-            step_overhead_s=step,
-            eager_overhead_per_layer_s=eager,
-            request_overhead_s=request,
-            compute_slowdown=compute,
-            memory_slowdown=memory,
-            calibrated=True,
-        )
-
-    def objective(logs: np.ndarray) -> float:
-        penalty = float(np.sum(np.maximum(low - logs, 0) + np.maximum(logs - high, 0)))
-        pred_ttft, pred_tpot = simulate_cases(own, models, {engine: profile_at(logs)})
-        error = np.mean(np.abs(pred_ttft - ttft) / ttft) + np.mean(np.abs(pred_tpot - tpot) / tpot)
-        return float(error + 10.0 * penalty)
-
-    result = minimize(
-        objective,
-        x0,
-        method="Nelder-Mead",
-        options={
-            "maxfev": max_evaluations,
-            "xatol": 1e-2,
-            "fatol": 1e-4,
-            "initial_simplex": simplex,
-        },
+    own = _own(cases, engine)
+    return _fit(
+        own,
+        start or engine_profile(engine),
+        SIMULATOR_FITTED,
+        lambda profile: simulate_cases(own, models, {engine: profile}),
+        simplex_step=0.3,
+        max_evaluations=max_evaluations,
+        xatol=1e-2,
+        fatol=1e-4,
     )
-    return profile_at(result.x), float(result.fun)
