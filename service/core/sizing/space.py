@@ -172,6 +172,31 @@ class Candidate:
         return " ".join(self._parts(full=False, engine=engine))
 
 
+_Layout = tuple[HardwareSpec, str, int, int, int, bool]
+"""Hardware, engine, TP, PP, DP, expert parallelism."""
+_Knobs = tuple[int | None, int | None, float | None, str, int | None]
+"""max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, kv_cache_dtype, max_model_len."""
+
+
+def _candidate(kind: CandidateKind, layout: _Layout, knob: _Knobs) -> Candidate:
+    hw, engine, tp, pp, dp, ep = layout
+    seqs, budget, mem, kv, length = knob
+    return Candidate(
+        kind=kind,
+        hardware_id=hw.id,
+        engine=engine,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        data_parallel_size=dp,
+        enable_expert_parallel=ep,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=budget,
+        gpu_memory_utilization=mem,
+        kv_cache_dtype=kv,
+        max_model_len=length,
+    )
+
+
 def enumerate_candidates(space: SearchSpace) -> Iterator[Candidate]:
     """Every combination, aggregated first; disaggregated pairs (one per hardware, engine and
     parallel layout, with the last value of each knob grid: the largest token budget and the
@@ -195,38 +220,9 @@ def enumerate_candidates(space: SearchSpace) -> Iterator[Candidate]:
             space.max_model_len,
         )
     )
-    for (hw, engine, tp, pp, dp, ep), (seqs, budget, mem, kv, length) in itertools.product(
-        layouts, knobs
-    ):
-        yield Candidate(
-            kind="aggregated",
-            hardware_id=hw.id,
-            engine=engine,
-            tensor_parallel_size=tp,
-            pipeline_parallel_size=pp,
-            data_parallel_size=dp,
-            enable_expert_parallel=ep,
-            max_num_seqs=seqs,
-            max_num_batched_tokens=budget,
-            gpu_memory_utilization=mem,
-            kv_cache_dtype=kv,
-            max_model_len=length,
-        )
-    if not space.disaggregation:
-        return
-    seqs, budget, mem, kv, length = knobs[-1]
-    for hw, engine, tp, pp, dp, ep in layouts:
-        yield Candidate(
-            kind="disaggregated",
-            hardware_id=hw.id,
-            engine=engine,
-            tensor_parallel_size=tp,
-            pipeline_parallel_size=pp,
-            data_parallel_size=dp,
-            enable_expert_parallel=ep,
-            max_num_seqs=seqs,
-            max_num_batched_tokens=budget,
-            gpu_memory_utilization=mem,
-            kv_cache_dtype=kv,
-            max_model_len=length,
-        )
+    for layout, knob in itertools.product(layouts, knobs):
+        yield _candidate("aggregated", layout, knob)
+    if space.disaggregation:
+        # One disaggregated pair per layout, with the last knob setting.
+        for layout in layouts:
+            yield _candidate("disaggregated", layout, knobs[-1])
