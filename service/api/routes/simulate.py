@@ -243,14 +243,6 @@ def simulate_serving(
     warnings.extend(summary.warnings)
     stable, stability_reason = summary.stable, summary.stability_reason
     conclusive = summary.stability_conclusive
-    if body.traffic.mode == "closed_loop":
-        # At most ``concurrency`` requests are ever in the system, so no queue can grow; the
-        # open-loop test (throughput vs send rate) only sees the last requests still running.
-        stable, conclusive = True, True
-        stability_reason = (
-            f"closed loop: at most {body.traffic.concurrency} requests are in the system, so the "
-            "queue cannot grow (overload shows as latency)"
-        )
     if not stable:
         warnings.append(UNSTABLE_WARNING)
     lam, little = summary.mean_in_system, summary.littles_law_in_system

@@ -34,7 +34,6 @@ from service.core.slo import (
     evaluate_analytic,
     evaluate_overload,
     evaluate_result,
-    evaluate_summary,
     search_capacity,
     zero_load_latencies,
     zero_load_violations,
@@ -281,16 +280,6 @@ def _screen_out(ev: SloEvaluation, saturation: float, utilization: float) -> Ana
     )
 
 
-def _closed_loop_stable(summary: SimulationSummary, concurrency: int) -> SimulationSummary:
-    """A closed loop holds at most ``concurrency`` requests: its queue cannot grow (the
-    open-loop stability test would only see the last requests draining)."""
-    return dataclasses.replace(
-        summary,
-        stable=True,
-        stability_reason=f"closed loop: at most {concurrency} requests are in the system",
-    )
-
-
 def _evaluate_run(
     built: EngineModel,
     traffic: TrafficIn,
@@ -302,9 +291,6 @@ def _evaluate_run(
 ) -> tuple[SimulationSummary, SloEvaluation, list[str]]:
     run = run_simulation(built, traffic, replicas=replicas, routing=routing, policy=policy)
     summary, ev = evaluate_result(run.result, objective)
-    if traffic.mode == "closed_loop":
-        summary = _closed_loop_stable(summary, traffic.concurrency)
-        ev = evaluate_summary(summary, objective, attainment=ev.attainment)
     return summary, ev, list(run.warnings) + list(summary.warnings)
 
 

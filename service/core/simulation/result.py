@@ -38,6 +38,10 @@ STABLE_THROUGHPUT_FRACTION = 0.98
 # ... or the time-averaged number in the system grows from the first to the last third of the
 # window by more than max(this floor, the window mean).
 _GROWTH_FLOOR = 5.0
+CLOSED_LOOP_STABLE = (
+    "closed loop: the clients bound the number in the system, so the queue cannot grow "
+    "(overload shows as latency)"
+)
 _TOO_SHORT = (
     "too short to tell a growing queue from one still filling up; measure more requests or add "
     "warm-up"
@@ -423,12 +427,18 @@ class SimulationResult:
     def _stability(self, offered: float, throughput: float) -> tuple[bool, str, bool]:
         """Stable when the service keeps up with the sends and the queue does not grow.
 
-        Returns ``(stable, reason, conclusive)``. Throughput below ``98 %`` of the offered rate
-        is a growing queue unless the shortfall is the system filling up (see
+        Returns ``(stable, reason, conclusive)``. A closed loop is always stable. Throughput
+        below ``98 %`` of the offered rate is a growing queue unless the shortfall is the system
+        filling up (see
         :meth:`_keeps_up_after_fill`) or a burst of late sends (the queue did not grow); when the
         window is too short to tell, the run is called unstable, ``conclusive`` is False and the
         reason says to measure longer.
         """
+        if self.closed_loop:
+            # Each client waits for its response before sending again: the number in the
+            # system is bounded by the clients, so no queue can grow (the open-loop test would
+            # only see the last requests draining). Overload shows as latency instead.
+            return True, CLOSED_LOOP_STABLE, True
         ws, we = self.window_start_s, self.window_end_s
         if not we > ws:
             return True, "window too short to judge", False
