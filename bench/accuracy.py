@@ -157,8 +157,12 @@ def holdout(max_evaluations: int) -> None:
             print(f"{engine:<8} {model:<36} {len(test):>5}  {ttft_mape:>7.1f}  {tpot_mape:>7.1f}")
 
 
-def _simulation_inputs() -> tuple[list[ServingCase], dict[Group, tuple[StepTimeModel, float]]]:
-    archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
+def _simulation_inputs(
+    *, held_out: bool = False
+) -> tuple[list[ServingCase], dict[Group, tuple[StepTimeModel, float]]]:
+    """Steady-state rows of the calibration models, or (``held_out``) of every other catalogue
+    model the data measures, with their compiled step-time models."""
+    archs = {k: v for k, v in architectures().items() if (k in CALIBRATION_MODELS) != held_out}
     gpu = reference_gpu("H100 SXM")
     cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
     compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
@@ -224,6 +228,33 @@ def simulated(worst: int = 8) -> None:
         )
 
 
+def simulated_out_of_sample() -> None:
+    """Rows of catalogue models outside the calibration set, replayed through the simulator
+    with the constants fitted on the calibration models: an out-of-sample check, per engine
+    and model, next to the steady-state estimate on the same rows."""
+    cases, compiled = _simulation_inputs(held_out=True)
+    cases = [c for c in cases if replayable(c)]
+    if not cases:
+        return
+    steady = evaluate_serving(cases, compiled)
+    sim_ttft, sim_tpot = simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES)
+    ttft = np.array([c.row.ttft_s for c in cases])
+    tpot = np.array([c.row.tpot_s for c in cases])
+    print("\nOut of sample: models outside the calibration set (constants not fitted on them)")
+    print(
+        f"  {'engine':<8} {'model':<28} {'rows':>5}  {'steady TTFT / TPOT %':>22}"
+        f"  {'simulator TTFT / TPOT %':>24}"
+    )
+    for engine, model in sorted({(c.row.engine, c.model_id) for c in cases}):
+        mask = np.array([(c.row.engine, c.model_id) == (engine, model) for c in cases])
+        cells = []
+        for pred_ttft, pred_tpot in ((steady.ttft_s, steady.tpot_s), (sim_ttft, sim_tpot)):
+            t = float(_ape(pred_ttft[mask], ttft[mask]).mean())
+            p = float(_ape(pred_tpot[mask], tpot[mask]).mean())
+            cells.append(f"{t:>8.1f} / {p:<6.1f}")
+        print(f"  {engine:<8} {model:<28} {int(mask.sum()):>5}  {cells[0]:>22}  {cells[1]:>24}")
+
+
 def simulated_holdout(max_evaluations: int, stride: int) -> None:
     """Leave one model out: refit the simulator constants of each engine that has its own
     (``SIMULATOR_ENGINE_PROFILES`` differs from ``ENGINE_PROFILES``) on every ``stride``-th row
@@ -275,6 +306,7 @@ def main() -> None:
         simulated_holdout(args.sim_evaluations, args.stride)
     elif args.simulate:
         simulated()
+        simulated_out_of_sample()
     elif args.holdout:
         holdout(args.evaluations)
     elif args.fit:

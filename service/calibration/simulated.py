@@ -15,10 +15,11 @@ concurrency ``C``. The rows come from two sweeps whose clients behave differentl
   and output lengths are drawn uniformly from ``[⌊0.8·L⌋, L]`` (``utils/bench_serving/
   benchmark_serving.py: sample_random_requests``), which also keeps the clients out of step.
   The server ran with ``--max-num-batched-tokens 8192`` and ``--max-num-seqs C``.
-* **aiconfigurator's own sweep** (``aic-auto-gap-analysis``: the TensorRT-LLM rows): ``genai-perf
+* **aiconfigurator's own sweep** (``aic-auto-gap-analysis``: the TensorRT-LLM rows, and the
+  vLLM and SGLang rows of Qwen3-32B): ``genai-perf
   --concurrency C --request-count 10·C --warmup-request-count 2·C`` with fixed lengths
   (``ai-dynamo/aiconfigurator:src/aiconfigurator/eval/benchmarks/genai_perf_runner.py``),
-  against a TensorRT-LLM worker configured by aiconfigurator's generator:
+  against a worker configured by aiconfigurator's generator. For TensorRT-LLM:
   ``max_num_tokens = max_batch_size + ISL + 1500`` rounded up to the 32-token KV block and
   chunked prefill off (``generator/rule_plugin/trtllm.rule``; the PyTorch flow's default), with
   ``max_batch_size`` taken as ``C``. So a step holds the running decodes and whole prompts
@@ -28,6 +29,11 @@ concurrency ``C``. The rows come from two sweeps whose clients behave differentl
   step ``k``'s tokens (``tensorrt_llm/_torch/pyexecutor/py_executor.py:
   _executor_loop_overlap``), so each token reaches the client one step late and a finished
   request takes part in one more step (``EngineConfig.output_delay_steps = 1``).
+  For vLLM and SGLang the generator's benchmark rules (``generator/rule_plugin/benchmark/
+  vllm.rule``, ``sglang.rule``) give the same budget without the block rounding —
+  ``max_num_tokens = max_batch_size + ISL + 1500`` for vLLM, ``max_prefill_tokens = ISL + 1500``
+  with mixed chunks (decodes riding along) for SGLang — and both engines chunk prompts and run
+  without an overlap scheduler (``vllm_v1`` policy, no output delay).
   The warm-up requests run as a phase of their own; the measured ``10·C`` start together on a
   drained server, like InferenceMAX's. (The source does not settle whether the measured phase
   follows the warm-up without a gap; the rows at ``C = 128``, whose mean TTFT carries the first
@@ -97,12 +103,14 @@ class BenchmarkClient:
     length_range_ratio: float
     """Lengths uniform on ``[⌊ratio·L⌋, L]``; 1 is fixed lengths."""
     generated_token_budget: bool
-    """True: aiconfigurator's TensorRT-LLM deployment (``max_num_tokens = C + ISL + 1500``,
-    no chunked prefill); False: the engine profile's own budget, chunked prefill."""
+    """True: aiconfigurator's generated deployment (``C + ISL + 1500`` tokens a step; TensorRT-LLM
+    without chunked prefill, vLLM and SGLang with it); False: the engine profile's own budget,
+    chunked prefill."""
     overlap_scheduler: bool = False
-    """True: the server ran an overlap scheduler (aiconfigurator's TensorRT-LLM rule sets
-    ``disable_overlap_scheduler = false`` for aggregated serving): every token reaches the
-    client one of the request's steps later (``EngineConfig.output_delay_steps = 1``)."""
+    """True: a TensorRT-LLM server ran its overlap scheduler (aiconfigurator's TensorRT-LLM rule
+    sets ``disable_overlap_scheduler = false`` for aggregated serving): every token reaches the
+    client one of the request's steps later (``EngineConfig.output_delay_steps = 1``). Other
+    engines have none."""
 
 
 INFERENCEMAX = BenchmarkClient(
@@ -121,7 +129,7 @@ AICONFIGURATOR_EVAL = BenchmarkClient(
     overlap_scheduler=True,
 )
 
-_TRTLLM_BUDGET_SLACK_TOKENS = 1500
+_BUDGET_SLACK_TOKENS = 1500
 _TRTLLM_TOKENS_PER_BLOCK = 32
 
 
@@ -193,12 +201,14 @@ def engine_config(
     ranks = scheduler_ranks(case)
     dp = model.inventory.data_parallel_size * ranks
     batch = row.concurrency or 1
+    trtllm = row.engine == "trtllm"
     if client.generated_token_budget:
-        tokens = batch + row.input_tokens + _TRTLLM_BUDGET_SLACK_TOKENS
-        blocks = -(-tokens // _TRTLLM_TOKENS_PER_BLOCK)
-        budget = blocks * _TRTLLM_TOKENS_PER_BLOCK * dp
+        tokens = batch + row.input_tokens + _BUDGET_SLACK_TOKENS
+        if trtllm:
+            tokens = -(-tokens // _TRTLLM_TOKENS_PER_BLOCK) * _TRTLLM_TOKENS_PER_BLOCK
+        budget = tokens * dp
         seqs = batch * dp
-        policy: SchedulingPolicy = "no_chunking"
+        policy: SchedulingPolicy = "no_chunking" if trtllm else "vllm_v1"
     else:
         budget = model.engine.max_num_batched_tokens * dp
         seqs = model.engine.max_num_seqs * dp
@@ -209,7 +219,7 @@ def engine_config(
         block_size_tokens=BLOCK_SIZE_TOKENS,
         num_kv_blocks=max(int(kv_tokens) // BLOCK_SIZE_TOKENS, 1),
         policy=policy,
-        output_delay_steps=1 if client.overlap_scheduler else 0,
+        output_delay_steps=1 if client.overlap_scheduler and trtllm else 0,
     )
 
 

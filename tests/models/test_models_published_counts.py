@@ -135,3 +135,17 @@ def test_two_digit_rows_are_the_only_ones_outside_half_a_percent() -> None:
             row.active_b is None or _agrees(active, row.active_b, two_digits=False)
         )
         assert strict != row.two_digits, row.reference
+
+
+def test_qwen3_32b_matches_its_model_card_and_a_hand_count() -> None:
+    # Not in ../shared/reference: the Qwen3-32B model card states 32.8B parameters, 31.2B of
+    # them non-embedding. By hand, per layer: q 5120·8192 + k, v 2·5120·1024 + o 8192·5120
+    # = 94,371,840; MLP 3·5120·25600 = 393,216,000; q/k norms 2·128 and two RMSNorms 2·5120
+    # = 10,496 -> 487,598,336 over 64 layers = 31,206,293,504, plus the final norm 5120.
+    # Embedding and untied head 2·151936·5120 = 1,555,824,640.
+    counts = _counts("Qwen--Qwen3-32B")
+    non_embedding = counts.total - counts.embedding - counts.lm_head
+    assert non_embedding == 31_206_293_504 + 5_120
+    assert counts.total == 31_206_298_624 + 1_555_824_640
+    assert _agrees(counts.total, "32.8", two_digits=False)
+    assert _agrees(non_embedding, "31.2", two_digits=False)
