@@ -10,7 +10,9 @@ and why.
 ``--simulate`` replays every steady-state calibration row through the simulator as its
 benchmark ran (:mod:`service.calibration.simulated`) and prints per-engine MAPE side by side:
 steady-state estimate, simulator without calibration, with the mean-field constants and with the
-simulator's own constants, then the worst rows (minutes). ``--simulate --holdout`` refits the
+simulator's own constants, then the worst rows, the rows of catalogue models outside the
+calibration set (out of sample) and the errors over every replayable row together (minutes).
+``--simulate --holdout`` refits the
 simulator constants leaving one model out and prints the errors on the model left out (rows
 that record their client count only).
 
@@ -174,7 +176,11 @@ def _ape(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
     return out
 
 
-def simulated(worst: int = 8) -> None:
+Errors = dict[str, list[tuple[np.ndarray, np.ndarray]]]
+"""Per engine: (TTFT, TPOT) absolute percentage errors of replayable rows, by row set."""
+
+
+def simulated(worst: int = 8) -> Errors:
     """TTFT and TPOT of every steady-state calibration row predicted through the simulator
     replaying each row's benchmark (:mod:`service.calibration.simulated`), next to the
     steady-state estimate on the same rows: without calibration (plain roofline), with the
@@ -215,6 +221,12 @@ def simulated(worst: int = 8) -> None:
                 cells.append(f"{t:>11.1f} / {p:<6.1f}")
             print(f"  {name:<28}" + "".join(f"{cell:>20}" for cell in cells))
     sim_ttft, sim_tpot = tiers["sim, simulator constants"]
+    errors: Errors = {}
+    for engine in engines:
+        mask = kept & np.array([c.row.engine == engine for c in cases])
+        errors.setdefault(engine, []).append(
+            (_ape(sim_ttft[mask], ttft[mask]), _ape(sim_tpot[mask], tpot[mask]))
+        )
     error = _ape(sim_ttft, ttft) + _ape(sim_tpot, tpot)
     print("\nWorst rows through the simulator (simulator constants), measured vs predicted (ms)")
     for i in np.argsort(-error)[:worst]:
@@ -226,16 +238,18 @@ def simulated(worst: int = 8) -> None:
             f" TTFT {1e3 * r.ttft_s:.0f}"
             f" vs {1e3 * sim_ttft[i]:.0f}, TPOT {1e3 * r.tpot_s:.1f} vs {1e3 * sim_tpot[i]:.1f}"
         )
+    return errors
 
 
-def simulated_out_of_sample() -> None:
+def simulated_out_of_sample() -> Errors:
     """Rows of catalogue models outside the calibration set, replayed through the simulator
     with the constants fitted on the calibration models: an out-of-sample check, per engine
     and model, next to the steady-state estimate on the same rows."""
     cases, compiled = _simulation_inputs(held_out=True)
     cases = [c for c in cases if replayable(c)]
+    errors: Errors = {}
     if not cases:
-        return
+        return errors
     steady = evaluate_serving(cases, compiled)
     sim_ttft, sim_tpot = simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES)
     ttft = np.array([c.row.ttft_s for c in cases])
@@ -253,6 +267,24 @@ def simulated_out_of_sample() -> None:
             p = float(_ape(pred_tpot[mask], tpot[mask]).mean())
             cells.append(f"{t:>8.1f} / {p:<6.1f}")
         print(f"  {engine:<8} {model:<28} {int(mask.sum()):>5}  {cells[0]:>22}  {cells[1]:>24}")
+        errors.setdefault(engine, []).append(
+            (_ape(sim_ttft[mask], ttft[mask]), _ape(sim_tpot[mask], tpot[mask]))
+        )
+    return errors
+
+
+def print_pooled(*parts: Errors) -> None:
+    """Simulator MAPE per engine over every replayable row of the catalogue's models:
+    calibration rows and out-of-sample rows together."""
+    print("\nEvery replayable row of the catalogue's models (calibration and out of sample)")
+    engines = sorted({engine for part in parts for engine in part})
+    for engine in engines:
+        ttft = np.concatenate([t for part in parts for t, _ in part.get(engine, [])])
+        tpot = np.concatenate([p for part in parts for _, p in part.get(engine, [])])
+        print(
+            f"  {engine:<8} {ttft.size:>5} rows  TTFT {float(ttft.mean()):>5.1f} %"
+            f"  TPOT {float(tpot.mean()):>5.1f} %"
+        )
 
 
 def simulated_holdout(max_evaluations: int, stride: int) -> None:
@@ -305,8 +337,7 @@ def main() -> None:
     if args.simulate and args.holdout:
         simulated_holdout(args.sim_evaluations, args.stride)
     elif args.simulate:
-        simulated()
-        simulated_out_of_sample()
+        print_pooled(simulated(), simulated_out_of_sample())
     elif args.holdout:
         holdout(args.evaluations)
     elif args.fit:
