@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from service.calibration.serving_rows import ServingMeasurement
 from service.core.architecture import Architecture
 from service.core.hardware import HardwareSpec
-from service.core.steptime import StepTimeModel, StepWork, build_step_model
+from service.core.steptime import MeasuredProfile, StepTimeModel, StepWork, build_step_model
 
 __all__ = [
     "CATALOGUE_ALIASES",
     "Group",
     "ServingCase",
+    "case_step_model",
     "catalogue_id_for",
     "kv_capacity_tokens_estimate",
     "resolve_cases",
@@ -103,11 +104,17 @@ class ServingCase:
         )
 
 
-def tpot_lower_bound_s(case: ServingCase, arch: Architecture, hardware: HardwareSpec) -> float:
-    """Bytes a decode step of ``C`` resident sequences must read from HBM (touched weights and
-    the KV cache at context ``P + n/2``) over the datasheet bandwidth: no engine decodes faster.
-    """
-    model = build_step_model(
+def case_step_model(
+    case: ServingCase,
+    arch: Architecture,
+    hardware: HardwareSpec,
+    *,
+    measured: MeasuredProfile | None = None,
+    calibrated: bool = True,
+) -> StepTimeModel:
+    """The step-time model of the deployment ``case`` measured: its engine, parallelism and
+    weight precision on ``hardware``."""
+    return build_step_model(
         arch,
         hardware,
         engine=case.row.engine,
@@ -117,8 +124,16 @@ def tpot_lower_bound_s(case: ServingCase, arch: Architecture, hardware: Hardware
         expert_parallel_size=case.expert_parallel_size,
         weight_dtype=case.weight_dtype,
         expert_weight_dtype=case.weight_dtype,
-        calibrated=False,
+        measured=measured,
+        calibrated=calibrated,
     )
+
+
+def tpot_lower_bound_s(case: ServingCase, arch: Architecture, hardware: HardwareSpec) -> float:
+    """Bytes a decode step of ``C`` resident sequences must read from HBM (touched weights and
+    the KV cache at context ``P + n/2``) over the datasheet bandwidth: no engine decodes faster.
+    """
+    model = case_step_model(case, arch, hardware, calibrated=False)
     row = case.row
     context = row.input_tokens + row.output_tokens / 2
     step = model.step_time(StepWork.decode(row.concurrency or 1, context))

@@ -15,10 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.calibration.cases import Group, ServingCase, kv_capacity_tokens_estimate
+from service.calibration.cases import (
+    Group,
+    ServingCase,
+    case_step_model,
+    kv_capacity_tokens_estimate,
+)
 from service.core.architecture import Architecture
 from service.core.hardware import HardwareSpec
-from service.core.steptime import EngineProfile, MeasuredProfile, StepTimeModel, build_step_model
+from service.core.steptime import EngineProfile, MeasuredProfile, StepTimeModel
 from service.core.steptime.serving import closed_loop, resident_capacity
 
 __all__ = [
@@ -86,19 +91,7 @@ def compile_models(
         if case.group in models:
             continue
         arch = architectures[case.model_id]
-        model = build_step_model(
-            arch,
-            hardware,
-            engine=case.row.engine,
-            tensor_parallel_size=case.tensor_parallel_size,
-            pipeline_parallel_size=case.pipeline_parallel_size,
-            data_parallel_size=case.data_parallel_size,
-            expert_parallel_size=case.expert_parallel_size,
-            weight_dtype=case.weight_dtype,
-            expert_weight_dtype=case.weight_dtype,
-            measured=measured,
-            calibrated=calibrated,
-        )
+        model = case_step_model(case, arch, hardware, measured=measured, calibrated=calibrated)
         models[case.group] = (model, kv_capacity_tokens_estimate(model, arch, hardware))
     return models
 

@@ -45,12 +45,18 @@ Compiled = dict[Group, tuple[StepTimeModel, float]]
 
 
 @cache
-def calibration() -> tuple[tuple[ServingCase, ...], Compiled]:
-    archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
+def steady_rows(*, held_out: bool) -> tuple[tuple[ServingCase, ...], Compiled]:
+    """Steady-state rows of the calibration models, or (``held_out``) of the other catalogue
+    models, with their compiled step-time models."""
+    archs = {k: v for k, v in architectures().items() if (k in CALIBRATION_MODELS) != held_out}
     gpu = reference_gpu("H100 SXM")
     cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
     compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
     return tuple(steady_state_cases(cases, compiled)), compiled
+
+
+def calibration() -> tuple[tuple[ServingCase, ...], Compiled]:
+    return steady_rows(held_out=False)
 
 
 def find(engine: str, model: str, tp: int, isl: int, osl: int, concurrency: int) -> ServingCase:
@@ -230,13 +236,8 @@ OUT_OF_SAMPLE_STRIDE = 3
 OUT_OF_SAMPLE_REACHED = {"trtllm": (22.1, 5.6), "vllm": (66.3, 10.9), "sglang": (63.5, 26.3)}
 
 
-@cache
 def held_out() -> tuple[tuple[ServingCase, ...], Compiled]:
-    archs = {k: v for k, v in architectures().items() if k not in CALIBRATION_MODELS}
-    gpu = reference_gpu("H100 SXM")
-    cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
-    compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
-    return tuple(steady_state_cases(cases, compiled)), compiled
+    return steady_rows(held_out=True)
 
 
 def held_out_subset(engine: str) -> list[ServingCase]:
