@@ -29,11 +29,20 @@ concurrency ``C``. The rows come from two sweeps whose clients behave differentl
   step ``k``'s tokens (``tensorrt_llm/_torch/pyexecutor/py_executor.py:
   _executor_loop_overlap``), so each token reaches the client one step late and a finished
   request takes part in one more step (``EngineConfig.output_delay_steps = 1``).
-  For vLLM and SGLang the generator's benchmark rules (``generator/rule_plugin/benchmark/
-  vllm.rule``, ``sglang.rule``) give the same budget without the block rounding —
-  ``max_num_tokens = max_batch_size + ISL + 1500`` for vLLM, ``max_prefill_tokens = ISL + 1500``
-  with mixed chunks (decodes riding along) for SGLang — and both engines chunk prompts and run
-  without an overlap scheduler (``vllm_v1`` policy, no output delay).
+  For vLLM the generator's benchmark rule (``generator/rule_plugin/benchmark/vllm.rule``) gives
+  the same budget without the block rounding, ``max_num_tokens = max_batch_size + ISL + 1500``,
+  with chunked prefill and no overlap scheduler (``vllm_v1`` policy, no output delay).
+  For SGLang the rule (``…/benchmark/sglang.rule``) sets ``max_prefill_tokens = ISL + 1500``,
+  ``max_running_requests = C`` and ``enable_mixed_chunk = true``, but the CLI templates of
+  0.5.1.post1 and the default template (used for 0.5.8.post1) only pass the flag when a key
+  ``enable-mix-chunk`` is set, while the parameter mapping
+  (``generator/config/backend_config_mapping.yaml``) names it ``enable-mixed-chunk``: the flag
+  is never passed, and SGLang runs its default scheduler (``prefill_first`` policy: a step of
+  prefills whenever one can run, up to ``ISL + 1500`` prompt tokens, the decodes waiting;
+  ``scheduler.py: get_next_batch_to_run``). The 0.5.6.post2 template spells it as the mapping
+  does (:func:`sglang_mixes_chunks`); those rows run mixed steps (``vllm_v1``, budget
+  ``C + ISL + 1500``). SGLang's overlap loop hands a batch's tokens to the client while the
+  next batch runs (up to one engine step later); that delay is not modelled.
   The warm-up requests run as a phase of their own; the measured ``10·C`` start together on a
   drained server, like InferenceMAX's. (The source does not settle whether the measured phase
   follows the warm-up without a gap; the rows at ``C = 128``, whose mean TTFT carries the first
@@ -84,6 +93,7 @@ __all__ = [
     "engine_config",
     "replayable",
     "scheduler_ranks",
+    "sglang_mixes_chunks",
     "simulate_cases",
 ]
 
@@ -193,6 +203,20 @@ def benchmark_workload(
     )
 
 
+_SGLANG_MIXED_CHUNK_VERSIONS = frozenset({"0.5.6.post2"})
+
+
+def sglang_mixes_chunks(version: str | None) -> bool:
+    """Whether aiconfigurator's generator launched SGLang ``version`` with
+    ``--enable-mixed-chunk`` (module docstring): only the versions whose CLI template renders
+    the flag under the name the parameter mapping gives it.
+
+    >>> sglang_mixes_chunks("0.5.1.post1"), sglang_mixes_chunks("0.5.6.post2")
+    (False, True)
+    """
+    return version in _SGLANG_MIXED_CHUNK_VERSIONS
+
+
 def engine_config(
     case: ServingCase, model: StepTimeModel, kv_tokens: float, client: BenchmarkClient
 ) -> EngineConfig:
@@ -203,12 +227,17 @@ def engine_config(
     batch = row.concurrency or 1
     trtllm = row.engine == "trtllm"
     if client.generated_token_budget:
-        tokens = batch + row.input_tokens + _BUDGET_SLACK_TOKENS
+        sglang_unmixed = row.engine == "sglang" and not sglang_mixes_chunks(row.engine_version)
+        tokens = row.input_tokens + _BUDGET_SLACK_TOKENS
+        if not sglang_unmixed:
+            tokens += batch  # the running decodes share the step's budget
         if trtllm:
             tokens = -(-tokens // _TRTLLM_TOKENS_PER_BLOCK) * _TRTLLM_TOKENS_PER_BLOCK
         budget = tokens * dp
         seqs = batch * dp
-        policy: SchedulingPolicy = "no_chunking" if trtllm else "vllm_v1"
+        policy: SchedulingPolicy = (
+            "no_chunking" if trtllm else "prefill_first" if sglang_unmixed else "vllm_v1"
+        )
     else:
         budget = model.engine.max_num_batched_tokens * dp
         seqs = model.engine.max_num_seqs * dp

@@ -34,6 +34,7 @@ from service.calibration.simulated import (
     engine_config,
     replayable,
     scheduler_ranks,
+    sglang_mixes_chunks,
     simulate_cases,
 )
 from service.core.simulation import ClientOverheads, simulate
@@ -233,7 +234,7 @@ def test_trtllm_simulator_constants_beat_the_mean_field_ones_through_the_simulat
 # to genai-perf's fixed lengths (TTFT about twice the measured one at low concurrency), and
 # SGLang has no constants of its own. Each is held to what it reached.
 OUT_OF_SAMPLE_STRIDE = 3
-OUT_OF_SAMPLE_REACHED = {"trtllm": (22.1, 5.6), "vllm": (66.3, 10.9), "sglang": (63.5, 26.3)}
+OUT_OF_SAMPLE_REACHED = {"trtllm": (22.1, 5.6), "vllm": (66.3, 10.9), "sglang": (15.6, 5.8)}
 
 
 def held_out() -> tuple[tuple[ServingCase, ...], Compiled]:
@@ -273,6 +274,26 @@ def test_aiconfigurator_vllm_rows_chunk_with_the_generated_budget_and_no_output_
     assert config.output_delay_steps == 1
 
 
+def test_aiconfigurator_sglang_0_5_1_rows_run_prefill_only_steps() -> None:
+    cases, compiled = held_out()
+    case = next(
+        c
+        for c in cases
+        if c.row.engine == "sglang"
+        and c.row.engine_version == "0.5.1.post1"
+        and c.tensor_parallel_size == 8
+        and (c.row.input_tokens, c.row.output_tokens, c.row.concurrency) == (1024, 128, 16)
+        and replayable(c)
+    )
+    config = engine_config(case, *compiled[case.group], AICONFIGURATOR_EVAL)
+    # sglang.rule: max_prefill_tokens = 1024 + 1500 = 2524, max_running_requests = C = 16; the
+    # 0.5.1.post1 template never passes --enable-mixed-chunk, so decodes do not share a step.
+    assert (config.max_num_batched_tokens, config.max_num_seqs) == (2524, 16)
+    assert config.policy == "prefill_first"
+    assert config.output_delay_steps == 0
+    assert not sglang_mixes_chunks(case.row.engine_version)
+
+
 @pytest.mark.parametrize("engine", sorted(OUT_OF_SAMPLE_REACHED))
 def test_out_of_sample_errors_stay_at_the_reached_figures(engine: str) -> None:
     rows = held_out_subset(engine)
@@ -284,10 +305,13 @@ def test_out_of_sample_errors_stay_at_the_reached_figures(engine: str) -> None:
     assert tpot <= reached_tpot + MARGIN
 
 
-def test_trtllm_out_of_sample_simulator_beats_the_steady_state_estimate() -> None:
-    rows = held_out_subset("trtllm")
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_out_of_sample_simulator_beats_the_steady_state_estimate(engine: str) -> None:
+    rows = held_out_subset(engine)
     _, compiled = held_out()
     steady = evaluate_serving(rows, compiled)
     sim = mape(rows, *simulate_cases(rows, compiled, SIMULATOR_ENGINE_PROFILES))
-    assert sim[0] < mape(rows, steady.ttft_s, steady.tpot_s)[0]
-    assert sim[1] < mape(rows, steady.ttft_s, steady.tpot_s)[1] <= FLOOR[1]
+    steady_errors = mape(rows, steady.ttft_s, steady.tpot_s)
+    assert sim[0] < steady_errors[0]
+    assert sim[1] < steady_errors[1]
+    assert sim[1] <= FLOOR[1]

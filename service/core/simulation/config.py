@@ -9,7 +9,7 @@ from typing import Literal
 
 import numpy as np
 
-SchedulingPolicy = Literal["vllm_v1", "sarathi", "no_chunking"]
+SchedulingPolicy = Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"]
 Routing = Literal["round_robin", "random", "least_loaded"]
 
 
@@ -33,7 +33,7 @@ class EngineConfig:
     num_kv_blocks : int
         KV blocks on the replica (vLLM ``num_gpu_blocks``); a request holds
         ``ceil(tokens in KV / block_size)`` of them.
-    policy : {"vllm_v1", "sarathi", "no_chunking"}
+    policy : {"vllm_v1", "sarathi", "no_chunking", "prefill_first"}
         ``vllm_v1``: running requests first in admission order, each taking
         ``min(remaining, budget left)``; KV allocated per scheduled chunk; on shortage the
         most recently admitted running request is preempted (recompute); no admission in a step
@@ -43,6 +43,12 @@ class EngineConfig:
         admission (``microsoft/sarathi-serve:sarathi/core/scheduler/sarathi_scheduler.py``).
         ``no_chunking``: ``vllm_v1`` with chunked prefill disabled — a waiting request is admitted
         only if its whole prompt fits in the budget left.
+        ``prefill_first``: SGLang's scheduler without ``--enable-mixed-chunk`` (its default):
+        a step runs prefills only whenever one can run — unfinished prompt chunks first, then
+        waiting requests FCFS within the budget (SGLang ``max_prefill_tokens``) — and the
+        running decodes wait; otherwise one decode step of every running request, not limited
+        by the budget (``sgl-project/sglang:python/sglang/srt/managers/scheduler.py:
+        get_next_batch_to_run``).
     watermark_blocks : int
         Blocks that must stay free after admitting a waiting request (vLLM v0/Sarathi
         ``watermark · num_gpu_blocks``). 0 disables it.
@@ -79,7 +85,7 @@ class EngineConfig:
         _positive_int("max_num_seqs", self.max_num_seqs)
         _positive_int("block_size_tokens", self.block_size_tokens)
         _positive_int("num_kv_blocks", self.num_kv_blocks)
-        if self.policy not in ("vllm_v1", "sarathi", "no_chunking"):
+        if self.policy not in ("vllm_v1", "sarathi", "no_chunking", "prefill_first"):
             raise ValueError(f"unknown policy {self.policy!r}")
         if (
             isinstance(self.watermark_blocks, bool)

@@ -14,6 +14,11 @@ scheduler.py``) and KV manager (``vllm/v1/core/kv_cache_manager.py: allocate_slo
 * Waiting requests are admitted FCFS only if no preemption happened in this step, fewer than
   ``max_num_seqs`` run, budget is left and their first chunk's blocks (plus the watermark) are free.
 
+``prefill_first`` (SGLang's default scheduler, ``get_next_batch_to_run``) replaces the step
+composition: a step holds prefills only whenever one can run (unfinished prompt chunks, then
+waiting requests FCFS within the budget), and the running decodes wait; otherwise every running
+request decodes in one step, whatever the budget, with preemption as above on block shortage.
+
 Choices where the engines leave room, and what is not modelled:
 
 * Timeouts are client-side: past its deadline the client has given up, and the engine drops the
@@ -236,6 +241,7 @@ class Engine:
         self.watermark = config.watermark_blocks
         self.sarathi = config.policy == "sarathi"
         self.chunked = config.policy != "no_chunking"
+        self.prefill_first = config.policy == "prefill_first"
         self.full_prompt_gate = config.admit_full_prompt or self.sarathi
         self.cap = config.max_waiting_requests
         self.free = config.num_kv_blocks
@@ -459,9 +465,10 @@ class Engine:
         if p.preempted or not all_emitted or self.remote_kv or self.prefill_only:
             return None
         batch = int(p.ids.size)
-        if batch != self.running.size or not (self.sarathi or batch <= self.budget):
+        unbudgeted = self.sarathi or self.prefill_first
+        if batch != self.running.size or not (unbudgeted or batch <= self.budget):
             return None
-        full = self.budget - batch <= 0 or batch >= self.max_seqs
+        full = batch >= self.max_seqs or (not self.prefill_first and self.budget - batch <= 0)
         if self.n_waiting and not full:
             return None
         return full
@@ -593,6 +600,8 @@ class Engine:
 
     def _decide(self, t: float) -> _Plan | None:
         """Schedule one step at ``t`` (vLLM ``schedule()``); None if nothing can run now."""
+        if self.prefill_first:
+            return self._decide_prefill_first(t)
         tab = self.tab
         comp = tab.computed
         run = self.running
@@ -658,6 +667,29 @@ class Engine:
         if ids.size == 0:
             # Everything running was preempted: vLLM runs an empty step and admits next time.
             return self._decide(t) if preempted else None
+        return self._plan(
+            t,
+            ids,
+            tokens,
+            c_before,
+            pure_decode=not preempted and not adm and whole_batch,
+            blocked=blocked,
+            preempted=preempted,
+        )
+
+    def _plan(
+        self,
+        t: float,
+        ids: np.ndarray,
+        tokens: np.ndarray,
+        c_before: np.ndarray,
+        *,
+        pure_decode: bool,
+        blocked: bool,
+        preempted: bool,
+    ) -> _Plan:
+        """Cost and log the step that computes ``tokens`` for ``ids`` from ``t``."""
+        tab = self.tab
         is_prefill = c_before < tab.prefill_end[ids]
         seqs = int(ids.size)
         if np.count_nonzero(is_prefill):
@@ -693,8 +725,76 @@ class Engine:
             start_s=t,
             end_s=t + duration,
             row=row,
-            pure_decode=not preempted and not adm and whole_batch and prefill_tokens == 0,
+            pure_decode=pure_decode and prefill_tokens == 0,
             admission_blocked=blocked,
+            preempted=preempted,
+        )
+
+    def _decide_prefill_first(self, t: float) -> _Plan | None:
+        """``prefill_first`` (SGLang's scheduler without mixed chunks): a step of prefills only
+        when any can run — the unfinished prompt chunks of running requests first, then waiting
+        requests FCFS, within the token budget — else one decode step of every running request
+        (no budget), with preemption on block shortage; nothing is admitted in a decode step."""
+        tab = self.tab
+        comp = tab.computed
+        run = self.running
+        left = self.budget
+        ids: list[int] = []
+        ns: list[int] = []
+        if run.size:
+            for r in run[comp[run] < tab.prefill_end[run]].tolist():
+                c = int(comp[r])
+                n = min(int(tab.num_tokens[r]) - c, left)
+                need = max(-(-(c + n) // self.bs) - int(tab.blocks[r]), 0)
+                if n <= 0 or need > self.free:
+                    break
+                self.free -= need
+                tab.blocks[r] += need
+                ids.append(r)
+                ns.append(n)
+                left -= n
+        adm: list[int] = []
+        adm_n: list[int] = []
+        blocked = int(run.size) >= self.max_seqs
+        if self.n_waiting and left > 0 and not blocked:
+            blocked = self._admit(t, left, int(run.size), adm, adm_n)
+        if ids or adm:
+            if adm:
+                self.running = np.concatenate((self.running, np.array(adm, dtype=np.int64)))
+            step_ids = np.array(ids + adm, dtype=np.int64)
+            return self._plan(
+                t,
+                step_ids,
+                np.array(ns + adm_n, dtype=np.int64),
+                comp[step_ids],
+                pure_decode=False,
+                blocked=blocked,
+                preempted=False,
+            )
+        decodes = run[comp[run] >= tab.prefill_end[run]] if run.size else run
+        if decodes.size == 0:
+            return None
+        ones = np.ones(decodes.size, dtype=np.int64)
+        c_dec = comp[decodes]
+        grow = (c_dec + 1 + (self.bs - 1)) // self.bs - tab.blocks[decodes]
+        np.maximum(grow, 0, out=grow)
+        total = int(_sum(grow))
+        preempted = False
+        if total <= self.free:
+            self.free -= total
+            tab.blocks[decodes] += grow
+        else:
+            decodes, ones, preempted = self._allocate_with_preemption(t, decodes, ones)
+            self.running = self.running[tab.running[self.running]]
+            if decodes.size == 0:
+                return self._decide_prefill_first(t)
+        return self._plan(
+            t,
+            decodes,
+            ones,
+            comp[decodes],
+            pure_decode=not preempted and decodes.size == self.running.size,
+            blocked=blocked,
             preempted=preempted,
         )
 

@@ -40,7 +40,7 @@ def assert_identical(a: SimulationResult, b: SimulationResult) -> None:
             assert x == y, f.name
 
 
-POLICIES: list[SchedulingPolicy] = ["vllm_v1", "sarathi", "no_chunking"]
+POLICIES: list[SchedulingPolicy] = ["vllm_v1", "sarathi", "no_chunking", "prefill_first"]
 MODELS: list[StepTimeModel] = [
     ConstantStepTime(0.25),
     LinearStepTime(base_s=0.1, per_token_s=0.01, per_context_token_s=0.001),

@@ -269,3 +269,56 @@ def test_single_token_output_has_no_tpot() -> None:
     r = _run([0.0, 0.0], [2, 2], [1, 3])
     assert math.isnan(r.tpot_s[0])
     assert r.latency("tpot").count == 1
+
+
+def test_prefill_first_runs_prefills_alone_and_the_decodes_wait() -> None:
+    # Budget 8. A: P=4, O=3 at 0; B: P=4, O=2 at 1.5.
+    # prefill_first: [0,1] A prefill (token 1). [1,2] A decode (token 2). At 2 B waits, so
+    #   [2,3] is B's prefill alone (B token 1) while A waits. [3,4] A and B decode: A token 3
+    #   (done), B token 2 (done).
+    # vllm_v1 instead runs A's decode with B's prefill in [2,3]: A is done at 3.
+    r = _run([0.0, 1.5], [4, 4], [3, 2], budget=8, policy="prefill_first")
+    assert r.step_prefill_tokens.tolist() == [4, 0, 4, 0]
+    assert r.first_token_s.tolist() == [1.0, 3.0]
+    assert r.finish_s.tolist() == [4.0, 4.0]
+    mixed = _run([0.0, 1.5], [4, 4], [3, 2], budget=8, policy="vllm_v1")
+    assert mixed.finish_s.tolist() == [3.0, 4.0]
+
+
+def test_prefill_first_decode_steps_are_not_limited_by_the_budget() -> None:
+    # Budget 4; A, B, C: P=2, O=3, all at 0.
+    # [0,1] prefills A and B (4 tokens: budget spent). [1,2] C's prefill alone.
+    # [2,3] and [3,4] decode all three (3 sequences in a budget of 4 either way; with P=2 the
+    # budget never binds a decode step, but a prefill step takes at most 4 prompt tokens).
+    r = _run([0.0, 0.0, 0.0], [2, 2, 2], [3, 3, 3], budget=4, policy="prefill_first")
+    assert r.step_prefill_tokens.tolist() == [4, 2, 0, 0]
+    assert r.first_token_s.tolist() == [1.0, 1.0, 2.0]
+    assert r.finish_s.tolist() == [4.0, 4.0, 4.0]
+
+
+def test_prefill_first_decodes_a_batch_larger_than_the_budget() -> None:
+    # Budget 2; A, B, C: P=2, O=2, at 0, 1, 2 (each prefill fills the budget alone).
+    # [0,1] A prefill. [1,2] B prefill (A waits). [2,3] C prefill (A, B wait).
+    # [3,4] one decode step of all three (3 tokens > budget 2): every request finishes at 4.
+    r = _run([0.0, 1.0, 2.0], [2, 2, 2], [2, 2, 2], budget=2, policy="prefill_first")
+    assert r.step_prefill_tokens.tolist() == [2, 2, 2, 0]
+    assert r.finish_s.tolist() == [4.0, 4.0, 4.0]
+
+
+def test_prefill_first_chunks_a_prompt_longer_than_the_budget() -> None:
+    # Budget 4; A: P=6, O=1 at 0. [0,1] 4 prompt tokens, [1,2] the last 2 and the token.
+    r = _run([0.0], [6], [1], budget=4, policy="prefill_first")
+    assert r.step_prefill_tokens.tolist() == [4, 2]
+    assert r.finish_s.tolist() == [2.0]
+
+
+def test_prefill_first_preempts_a_decode_on_block_shortage_and_recomputes_it() -> None:
+    # Block size 2, 4 blocks, budget 8; A, B: P=2, O=4 at 0 (6 tokens, 3 blocks each at the end).
+    # [0,1] prefills A and B (1 block each). [1,2] decodes: 3 tokens in KV -> 2 blocks each
+    # (free 0). [2,3] decodes within those blocks. [3,4] each needs a 3rd block: B, the last
+    # admitted, is preempted (its 2 blocks freed) and A decodes alone: A's 4th token, A done.
+    # [4,5] B recomputes its prompt and 3 generated tokens (5) and emits its 4th token.
+    r = _run([0.0, 0.0], [2, 2], [4, 4], budget=8, block_size=2, blocks=4, policy="prefill_first")
+    assert r.step_prefill_tokens.tolist() == [4, 0, 0, 0, 5]
+    assert r.num_preemptions.tolist() == [0, 1]
+    assert r.finish_s.tolist() == [4.0, 5.0]

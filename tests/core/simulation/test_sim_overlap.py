@@ -150,7 +150,7 @@ def test_option_is_zero_or_one() -> None:
             replace(CONFIG, output_delay_steps=bad)
 
 
-POLICIES: list[SchedulingPolicy] = ["vllm_v1", "sarathi", "no_chunking"]
+POLICIES: list[SchedulingPolicy] = ["vllm_v1", "sarathi", "no_chunking", "prefill_first"]
 MODELS: list[StepTimeModel] = [
     ConstantStepTime(0.25),
     LinearStepTime(base_s=0.1, per_token_s=0.01, per_context_token_s=0.001),
