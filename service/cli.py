@@ -29,7 +29,7 @@ from service.core.memory import (
     kv_budget,
     plan_memory,
 )
-from service.core.simulation import ClientOverheads, EngineConfig
+from service.core.simulation import ClientOverheads, EngineConfig, engine_scheduler
 from service.core.simulation import simulate as run_simulation
 from service.core.simulation.adapters import steptime_adapter
 from service.core.steptime import StepTimeModel, build_step_model, closed_loop
@@ -494,6 +494,7 @@ def simulate(
         max_num_seqs=res.max_num_seqs or plan.kv_blocks,
         block_size_tokens=plan.kv_block_size,
         num_kv_blocks=plan.kv_blocks,
+        policy=engine_scheduler(res.engine),
     )
     rng = np.random.default_rng(seed)
     prompt, output = FixedLength(input_tokens), FixedLength(output_tokens)

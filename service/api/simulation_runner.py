@@ -26,6 +26,7 @@ from service.core.simulation import (
     Routing,
     SchedulingPolicy,
     SimulationResult,
+    engine_scheduler,
     simulate,
     simulate_disaggregated,
 )
@@ -74,8 +75,11 @@ class SimulationRun:
     transfer_bandwidth_from_hardware: bool = False
 
 
-def engine_config(memory: MemoryPlan, policy: SchedulingPolicy) -> tuple[EngineConfig, list[str]]:
+def engine_config(
+    memory: MemoryPlan, policy: SchedulingPolicy | None
+) -> tuple[EngineConfig, list[str]]:
     """The simulated replica of a memory plan, and any warning about what it could not model.
+    ``policy`` None: the deployment engine's own scheduler (``engine_scheduler``).
 
     The step-time model splits a step's work evenly over the data-parallel ranks, so one
     simulated engine stands for the DP group, with every rank's limits and KV blocks pooled.
@@ -95,7 +99,7 @@ def engine_config(memory: MemoryPlan, policy: SchedulingPolicy) -> tuple[EngineC
         max_num_seqs=max_num_seqs * dp,
         block_size_tokens=memory.kv_block_size,
         num_kv_blocks=memory.kv_blocks * dp,
-        policy=policy,
+        policy=policy or engine_scheduler(res.engine),
     )
     return engine, warnings
 
@@ -341,7 +345,7 @@ def run_simulation(
     *,
     replicas: int = 1,
     routing: Routing = "round_robin",
-    policy: SchedulingPolicy = "vllm_v1",
+    policy: SchedulingPolicy | None = None,
     pointer: str = "/traffic",
     overheads: ClientOverheads | None = None,
     disaggregation: DisaggregationIn | None = None,

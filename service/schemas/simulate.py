@@ -399,11 +399,13 @@ class SimulateRequest(_In):
     routing: Literal["round_robin", "random", "least_loaded"] = Field(
         default="round_robin", examples=["round_robin", "least_loaded"]
     )
-    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] = Field(
-        default="vllm_v1", examples=["vllm_v1"]
+    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] | None = Field(
+        default=None, examples=["vllm_v1"]
     )
     """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching,
-    vLLM without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait)."""
+    without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait).
+    Unset: the deployment engine's own — ``vllm_v1`` for vLLM, ``prefill_first`` for SGLang,
+    ``no_chunking`` for TensorRT-LLM (chunked prefill off by default)."""
     slo: SloIn | None = None
     """Targets for goodput and attainment (unset: none)."""
     overheads: OverheadsIn | None = None

@@ -181,11 +181,13 @@ class SloEvaluateRequest(_In):
         default="round_robin", examples=["round_robin"]
     )
     """How the router spreads requests over the replicas."""
-    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] = Field(
-        default="vllm_v1", examples=["vllm_v1"]
+    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] | None = Field(
+        default=None, examples=["vllm_v1"]
     )
     """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching,
-    vLLM without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait)."""
+    without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait).
+    Unset: the deployment engine's own — ``vllm_v1`` for vLLM, ``prefill_first`` for SGLang,
+    ``no_chunking`` for TensorRT-LLM (chunked prefill off by default)."""
     tier: Tier = Field(default="auto", examples=["auto"])
     """``auto``: the Tier A screen is reported and the simulation decides; ``analytic``: Tier A
     only (milliseconds; open loop only); ``simulation``: the simulator only."""
@@ -227,11 +229,13 @@ class SloCapacityRequest(_In):
     ignored."""
     slo: SloIn = Field(examples=[{"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.05}}])
     """The objective; every target given must hold."""
-    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] = Field(
-        default="vllm_v1", examples=["vllm_v1"]
+    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] | None = Field(
+        default=None, examples=["vllm_v1"]
     )
     """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching,
-    vLLM without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait)."""
+    without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait).
+    Unset: the deployment engine's own — ``vllm_v1`` for vLLM, ``prefill_first`` for SGLang,
+    ``no_chunking`` for TensorRT-LLM (chunked prefill off by default)."""
     search: CapacitySearchIn = Field(
         default_factory=CapacitySearchIn, examples=[{"max_probes": 8, "curve_points": 3}]
     )

@@ -251,3 +251,26 @@ def test_an_empty_slo_and_a_budget_that_multiplies_steps_are_refused(client: Tes
     )
     assert tiny.status_code == 422, tiny.text
     assert tiny.json()["errors"][0]["pointer"] == "/deployment/max_num_batched_tokens"
+
+
+@pytest.mark.parametrize(
+    ("engine", "policy"),
+    [("vllm", "vllm_v1"), ("sglang", "prefill_first"), ("trtllm", "no_chunking")],
+)
+def test_unset_policy_is_the_engines_own_scheduler(
+    client: TestClient, engine: str, policy: str
+) -> None:
+    response = sim(client, deployment={"engine": engine}, traffic=open_loop(2.0, 60))
+    assert response.status_code == 200, response.text
+    assert response.json()["engine_config"]["policy"] == policy
+
+
+def test_a_given_policy_overrides_the_engines_scheduler(client: TestClient) -> None:
+    response = sim(
+        client,
+        deployment={"engine": "sglang"},
+        policy="vllm_v1",
+        traffic=open_loop(2.0, 60),
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["engine_config"]["policy"] == "vllm_v1"

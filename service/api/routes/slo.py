@@ -287,7 +287,7 @@ def _evaluate_run(
     *,
     replicas: int = 1,
     routing: Any = "round_robin",
-    policy: Any = "vllm_v1",
+    policy: Any = None,
 ) -> tuple[SimulationSummary, SloEvaluation, list[str]]:
     run = run_simulation(built, traffic, replicas=replicas, routing=routing, policy=policy)
     summary, ev = evaluate_result(run.result, objective)

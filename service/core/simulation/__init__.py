@@ -2,7 +2,8 @@
 
 One engine replica is stepped batch by batch with vLLM v1 scheduling semantics (token budget,
 running requests first, chunked prefill, ``max_num_seqs``, KV-block admission, preemption by
-recompute), or Sarathi-style stall-free batching, or without chunking. Replicas sit behind a
+recompute), or Sarathi-style stall-free batching, or without chunking, or SGLang's prefill-first
+scheduler (:func:`engine_scheduler` picks an engine's own). Replicas sit behind a
 router; prefill/decode disaggregation adds a KV transfer between two pools. Step durations come
 from any vectorised :class:`StepTimeModel`. The run returns a :class:`SimulationResult` of numpy
 arrays whose :meth:`~SimulationResult.summary` gives TTFT, TPOT, ITL, E2E, throughput, goodput,
@@ -26,6 +27,7 @@ from service.core.simulation.config import (
     KVTransfer,
     Routing,
     SchedulingPolicy,
+    engine_scheduler,
 )
 from service.core.simulation.metrics import (
     SLO,
@@ -57,6 +59,7 @@ __all__ = [
     "SimulationSummary",
     "StepTimeModel",
     "TimeSeries",
+    "engine_scheduler",
     "percentile",
     "simulate",
     "simulate_disaggregated",

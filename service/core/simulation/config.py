@@ -12,6 +12,24 @@ import numpy as np
 SchedulingPolicy = Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"]
 Routing = Literal["round_robin", "random", "least_loaded"]
 
+ENGINE_SCHEDULERS: dict[str, SchedulingPolicy] = {
+    "vllm": "vllm_v1",
+    "sglang": "prefill_first",
+    "trtllm": "no_chunking",
+}
+"""Each engine's own scheduler at its defaults: vLLM v1 chunks prompts into steps led by the
+running requests; SGLang runs prefill-only steps first unless ``--enable-mixed-chunk``;
+TensorRT-LLM's PyTorch flow has ``enable_chunked_prefill = False``."""
+
+
+def engine_scheduler(engine: str) -> SchedulingPolicy:
+    """The scheduling policy that mirrors ``engine`` at its defaults (vLLM v1 for others).
+
+    >>> engine_scheduler("sglang"), engine_scheduler("trtllm"), engine_scheduler("vllm")
+    ('prefill_first', 'no_chunking', 'vllm_v1')
+    """
+    return ENGINE_SCHEDULERS.get(engine, "vllm_v1")
+
 
 def _positive_int(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
