@@ -31,7 +31,11 @@ concurrency ``C``. The rows come from two sweeps whose clients behave differentl
   request takes part in one more step (``EngineConfig.output_delay_steps = 1``).
   For vLLM the generator's benchmark rule (``generator/rule_plugin/benchmark/vllm.rule``) gives
   the same budget without the block rounding, ``max_num_tokens = max_batch_size + ISL + 1500``,
-  with chunked prefill and no overlap scheduler (``vllm_v1`` policy, no output delay).
+  with chunked prefill and no overlap scheduler (``vllm_v1`` policy, no output delay). The
+  0.12.0 CLI template (``backend_templates/vllm/cli_args.0.12.0.j2``) does not pass
+  ``--max-num-batched-tokens``, so the server may have run vLLM's default of 8192 instead. The
+  replay keeps the rule's budget; ``python -m bench.accuracy --simulate`` prints the errors
+  under both (the simulated TTFT is too high under either).
   For SGLang the rule (``…/benchmark/sglang.rule``) sets ``max_prefill_tokens = ISL + 1500``,
   ``max_running_requests = C`` and ``enable_mixed_chunk = true``, but the CLI templates of
   0.5.1.post1 and the default template (used for 0.5.8.post1) only pass the flag when a key
@@ -69,7 +73,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -258,9 +262,11 @@ def simulate_cases(
     profiles: Mapping[str, EngineProfile] | None = None,
     *,
     seed: int = 0,
+    configure: Callable[[ServingCase, EngineConfig], EngineConfig] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean TTFT and TPOT of each case over its measured requests, in seconds, as the
-    benchmark client computes them; ``profiles`` override the compiled engines' constants."""
+    benchmark client computes them; ``profiles`` override the compiled engines' constants and
+    ``configure`` rewrites a case's :func:`engine_config` (for what-if replays)."""
     ttft = np.empty(len(cases))
     tpot = np.empty(len(cases))
     for i, case in enumerate(cases):
@@ -269,9 +275,12 @@ def simulate_cases(
             model = model.with_engine(profiles[case.row.engine])
         client = benchmark_client(case)
         workload = benchmark_workload(case, client, np.random.default_rng(seed))
+        config = engine_config(case, model, kv_tokens, client)
+        if configure is not None:
+            config = configure(case, config)
         result = simulate(
             workload,
-            engine_config(case, model, kv_tokens, client),
+            config,
             steptime_adapter(model),
             overheads=ClientOverheads(preprocess_s=model.engine.request_overhead_s),
         )
