@@ -63,7 +63,9 @@ def _fit(
     tpot = np.array([c.row.tpot_s for c in own])
     low = np.log([FITTED_BOUNDS[name][0] for name in names])
     high = np.log([FITTED_BOUNDS[name][1] for name in names])
-    x0 = np.clip(np.log([max(getattr(base, name), 1e-4) for name in names]), low, high)
+    x0 = np.clip(
+        np.log([max(getattr(base, name), FITTED_BOUNDS[name][0]) for name in names]), low, high
+    )
     simplex = np.vstack([x0] + [x0 + simplex_step * np.eye(len(x0))[i] for i in range(len(x0))])
 
     def profile_at(logs: np.ndarray) -> EngineProfile:
