@@ -32,7 +32,12 @@ from service.core.memory import (
 from service.core.simulation import ClientOverheads, EngineConfig, engine_scheduler
 from service.core.simulation import simulate as run_simulation
 from service.core.simulation.adapters import steptime_adapter
-from service.core.steptime import StepTimeModel, build_step_model, closed_loop
+from service.core.steptime import (
+    StepTimeModel,
+    build_step_model,
+    closed_loop,
+    simulator_constants,
+)
 from service.core.traffic import (
     CLOSED_LOOP_WARNING,
     ClosedLoopWorkload,
@@ -534,6 +539,7 @@ def simulate(
             warmup_requests=warmup,
         )
         console.print(f"[yellow]{CLOSED_LOOP_WARNING}[/]")
+    step_model = step_model.with_engine(simulator_constants(step_model.engine))
     overheads = ClientOverheads(preprocess_s=step_model.engine.request_overhead_s)
     with Progress(
         TextColumn("simulating"),

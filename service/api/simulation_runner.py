@@ -31,6 +31,7 @@ from service.core.simulation import (
     simulate_disaggregated,
 )
 from service.core.simulation.adapters import steptime_adapter
+from service.core.steptime import simulator_constants
 from service.core.traffic import (
     FixedLength,
     HistogramLength,
@@ -353,8 +354,9 @@ def run_simulation(
 ) -> SimulationRun:
     """Simulate ``replicas`` copies of the built engine under ``traffic`` (seeded by
     ``traffic.seed``), or with ``disaggregation`` a prefill pool and a decode pool (``routing``
-    spreads requests over the prefill pool). Without ``overheads`` the engine profile's
-    ``request_overhead_s`` is the client-side preprocessing overhead."""
+    spreads requests over the prefill pool). Steps are costed with the engine's simulator
+    constants (``simulator_constants``); without ``overheads`` their ``request_overhead_s`` is
+    the client-side preprocessing overhead."""
     memory = built.memory
     engine, warnings = engine_config(memory, policy)
     # Independent streams for the requests and the router, both fixed by the seed.
@@ -362,9 +364,12 @@ def run_simulation(
     workload = build_workload(traffic, memory.max_model_len, workload_seed, pointer=pointer)
     _check_steps(workload, engine)
     from_profile = overheads is None
+    # Tier B runs on the constants fitted through the simulator (the steady-state ones absorb
+    # queueing that the simulation produces itself).
+    step_model = built.step_model.with_engine(simulator_constants(built.step_model.engine))
     if overheads is None:
-        overheads = ClientOverheads(preprocess_s=built.step_model.engine.request_overhead_s)
-    step_time = steptime_adapter(built.step_model)
+        overheads = ClientOverheads(preprocess_s=step_model.engine.request_overhead_s)
+    step_time = steptime_adapter(step_model)
     transfer: KVTransfer | None = None
     from_hardware = False
     if disaggregation is None:

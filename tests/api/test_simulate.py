@@ -71,19 +71,25 @@ def test_open_loop_run_accounts_for_every_measured_request(client: TestClient) -
     assert not any("closed loop" in w for w in body["warnings"])
 
 
-def test_a_lone_request_sees_the_zero_load_ttft(client: TestClient) -> None:
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_a_lone_request_sees_the_zero_load_ttft(client: TestClient, engine: str) -> None:
     # One request every 100 s: each finds the engine idle, so TTFT is the request overhead plus
-    # one 512-token prefill step — what /v1/performance reports as the zero-load TTFT.
+    # one 512-token prefill step — what /v1/performance reports as the zero-load TTFT when both
+    # tiers use the same constants (the neutral ones: the fitted sets differ by tier).
     perf = client.post(
         "/v1/performance",
         json={
             "model": MODEL,
             "hardware": "h100-sxm",
+            "deployment": {"engine": engine},
+            "calibrated": False,
             "workload": {"concurrency": 1, "input_tokens": 512, "output_tokens": 64},
         },
     ).json()
     body = sim(
         client,
+        deployment={"engine": engine},
+        calibrated=False,
         traffic=open_loop(0.01, num_requests=5, warmup_requests=0, arrival={"process": "constant"}),
     ).json()
     assert body["ttft_s"]["p50"] == pytest.approx(perf["ttft_zero_load_s"], rel=1e-6)

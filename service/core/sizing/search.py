@@ -57,6 +57,7 @@ from service.core.simulation import (
     KVTransfer,
     SimulationResult,
     SimulationSummary,
+    engine_scheduler,
     simulate,
     simulate_disaggregated,
 )
@@ -78,6 +79,7 @@ from service.core.steptime import (
     StepWork,
     build_step_model,
     engine_profile,
+    simulator_constants,
 )
 from service.core.steptime.openloop import OpenLoopCurve, open_loop_curve
 from service.core.traffic import (
@@ -409,6 +411,7 @@ def _engine_config(memory: MemoryPlan) -> EngineConfig:
         max_num_seqs=max(seqs, 1) * dp,
         block_size_tokens=memory.kv_block_size,
         num_kv_blocks=max(memory.kv_blocks, 1) * dp,
+        policy=engine_scheduler(res.engine),
     )
 
 
@@ -831,6 +834,7 @@ def _simulate(
     ctx.simulated_requests += run.num_requests
     ctx.simulated_work += run.work
     engine = _engine_config(memory)
+    model = model.with_engine(simulator_constants(model.engine))
     steps = steptime_adapter(model)
     overheads = ClientOverheads(preprocess_s=model.engine.request_overhead_s)
     if run.prefill_replicas is not None and run.decode_replicas is not None:

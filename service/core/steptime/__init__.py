@@ -33,6 +33,7 @@ from service.core.steptime.engines import (
     KNOWN_ENGINES,
     EngineProfile,
     engine_profile,
+    simulator_constants,
 )
 from service.core.steptime.model import (
     BOUNDS,
@@ -102,5 +103,6 @@ __all__ = [
     "point_to_point_time_s",
     "prefill_time_s",
     "resident_capacity",
+    "simulator_constants",
     "zero_load_ttft_s",
 ]

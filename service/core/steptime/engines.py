@@ -30,6 +30,14 @@ borrows vLLM's constants and reports them as defaults.
 
 ``engine_profile(name, calibrated=False)`` keeps the scheduler limits and neutralises every
 fitted constant (no overhead, slowdowns 1): the plain roofline.
+
+The simulator (Tier B: ``/v1/simulate``, the SLO search and sizing verification) costs steps
+with a second set, fitted through the simulator replaying each row's benchmark
+(:data:`SIMULATOR_ENGINE_PROFILES`; :func:`simulator_constants` swaps it into a stock profile):
+vLLM 2.20 ms per step, 6.4 µs per eager layer, 23.0 ms per request, compute 1.24, memory 0.91;
+TensorRT-LLM 1.62 ms, 202 µs, 6.0 ms, 1.02, 0.70; SGLang borrows vLLM's. The steady-state
+request overheads above are larger because they also absorb the prompt queueing that the
+simulator produces itself.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ __all__ = [
     "SIMULATOR_ENGINE_PROFILES",
     "EngineProfile",
     "engine_profile",
+    "simulator_constants",
     "simulator_engine_profile",
 ]
 
@@ -156,15 +165,13 @@ ENGINE_PROFILES: dict[str, EngineProfile] = {p.name: p for p in (_VLLM, _SGLANG,
 KNOWN_ENGINES: tuple[str, ...] = tuple(ENGINE_PROFILES)
 
 # The simulator (Tier B) replays each benchmark request by request
-# (service/calibration/simulated.py), so it needs no clumping constant, and its TensorRT-LLM
-# rows run under the deployment that was measured (a step holds one whole prompt or a few, not
-# 8192 tokens). The constants above were fitted through the steady-state estimate; where the
-# simulator needs others they are refitted through it
-# (service.calibration.fitting.fit_simulator_constants, Nelder-Mead from the mean-field values
-# on every fourth TensorRT-LLM row, then again from there on every third row starting at the
-# second; ``python -m bench.accuracy --simulate`` prints both sets).
-# vLLM keeps its constants: through the simulator they already meet the accuracy floor.
-# TensorRT-LLM through the simulator, with the overlap scheduler's one-step output delay
+# (service/calibration/simulated.py), so it needs no clumping constant, and the aggregated rows
+# of aiconfigurator's sweep run under the deployment that was measured (a step holds one whole
+# prompt or a few, not 8192 tokens). The constants above were fitted through the steady-state
+# estimate, whose request overhead absorbs the prompt queueing the simulator produces itself;
+# the simulator's are refitted through it (service.calibration.fitting.fit_simulator_constants,
+# Nelder-Mead on TTFT MAPE + TPOT MAPE; ``python -m bench.accuracy --simulate`` prints both sets).
+# TensorRT-LLM, with the overlap scheduler's one-step output delay
 # (EngineConfig.output_delay_steps; refitted from the previous simulator constants on every
 # second replayable row, then from there on all 308 of them): 1.62 ms per step, 202 µs launch
 # per layer of an eager (context) step, 6.0 ms per request outside the engine, compute 1.02 and
@@ -184,12 +191,69 @@ _TRTLLM_SIM = replace(
     ),
 )
 
+# vLLM, from the mean-field constants on all 103 replayable rows (60 evaluations): 2.20 ms per
+# step, 6.4 µs launch per layer of an un-graphed step, 23.0 ms per request, compute 1.24 and
+# memory 0.91 of the isolated tables (TTFT / TPOT MAPE 19.9 / 8.1 % -> 17.5 / 7.9 % on those
+# rows).
+_VLLM_SIM = replace(
+    _VLLM,
+    step_overhead_s=2.20e-3,
+    eager_overhead_per_layer_s=6.41e-6,
+    request_overhead_s=22.95e-3,
+    compute_slowdown=1.242,
+    memory_slowdown=0.911,
+    arrival_clumping=0.0,
+    provenance=(
+        "fitted through the simulator on 103 vLLM rows (Llama-3.1-70B FP8, gpt-oss-120b), "
+        "each replayed as its benchmark ran"
+    ),
+)
+
+# SGLang borrows vLLM's simulator constants, as its steady-state profile borrows vLLM's.
+_SGLANG_SIM = replace(
+    _VLLM_SIM,
+    name="sglang",
+    cuda_graph_max_tokens=_SGLANG.cuda_graph_max_tokens,
+    cuda_graph_decode_only=_SGLANG.cuda_graph_decode_only,
+    calibrated=False,
+    provenance="borrowed from vLLM's simulator constants: no SGLang rows for catalogue models",
+)
+
 SIMULATOR_ENGINE_PROFILES: dict[str, EngineProfile] = {
-    **ENGINE_PROFILES,
-    "trtllm": _TRTLLM_SIM,
+    p.name: p for p in (_VLLM_SIM, _SGLANG_SIM, _TRTLLM_SIM)
 }
-"""Profiles for the simulator path: as :data:`ENGINE_PROFILES` except where the simulator was
-refitted (TensorRT-LLM). ``arrival_clumping`` plays no part in a simulation."""
+"""Profiles for the simulator path (Tier B), fitted through the simulator.
+``arrival_clumping`` plays no part in a simulation."""
+
+_FITTED_FIELDS = (
+    "step_overhead_s",
+    "eager_overhead_per_layer_s",
+    "request_overhead_s",
+    "compute_slowdown",
+    "memory_slowdown",
+    "arrival_clumping",
+)
+
+
+def simulator_constants(profile: EngineProfile) -> EngineProfile:
+    """``profile`` with its engine's simulator constants in place of the steady-state ones when
+    it carries its engine's stock fitted constants (scheduler limits kept); any other profile
+    (neutral roofline, user-made) unchanged.
+
+    >>> p = simulator_constants(engine_profile("trtllm"))
+    >>> round(p.request_overhead_s * 1e3, 2), p.max_num_batched_tokens
+    (6.01, 8192)
+    >>> simulator_constants(engine_profile("vllm", calibrated=False)).request_overhead_s
+    0.0
+    """
+    stock = ENGINE_PROFILES.get(profile.name)
+    sim = SIMULATOR_ENGINE_PROFILES.get(profile.name)
+    if stock is None or sim is None:
+        return profile
+    if any(getattr(profile, f) != getattr(stock, f) for f in _FITTED_FIELDS):
+        return profile
+    fitted = {f: getattr(sim, f) for f in _FITTED_FIELDS}
+    return replace(profile, provenance=sim.provenance, **fitted)
 
 
 def engine_profile(name: str, *, calibrated: bool = True) -> EngineProfile:
@@ -209,7 +273,8 @@ def engine_profile(name: str, *, calibrated: bool = True) -> EngineProfile:
 def simulator_engine_profile(name: str) -> EngineProfile:
     """The profile of engine ``name`` for the simulator (:data:`SIMULATOR_ENGINE_PROFILES`).
 
-    >>> simulator_engine_profile("vllm") == engine_profile("vllm")
+    >>> sim, steady = simulator_engine_profile("vllm"), engine_profile("vllm")
+    >>> sim.request_overhead_s < steady.request_overhead_s
     True
     """
     return SIMULATOR_ENGINE_PROFILES[engine_profile(name).name]
