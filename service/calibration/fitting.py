@@ -18,17 +18,11 @@ from scipy.optimize import minimize
 from service.calibration.cases import Group, ServingCase
 from service.calibration.evaluation import evaluate_serving
 from service.core.steptime import EngineProfile, StepTimeModel, engine_profile
+from service.core.steptime.engines import FITTED_FIELDS
 
 __all__ = ["FITTED_BOUNDS", "fit_engine_constants"]
 
-_FITTED = (
-    "step_overhead_s",
-    "eager_overhead_per_layer_s",
-    "request_overhead_s",
-    "compute_slowdown",
-    "memory_slowdown",
-    "arrival_clumping",
-)
+_FITTED = FITTED_FIELDS
 FITTED_BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_s": (1e-5, 0.05),
     "eager_overhead_per_layer_s": (1e-6, 2e-3),

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 
 __all__ = [
     "ENGINE_PROFILES",
+    "FITTED_FIELDS",
     "KNOWN_ENGINES",
     "SIMULATOR_ENGINE_PROFILES",
     "EngineProfile",
@@ -225,7 +226,7 @@ SIMULATOR_ENGINE_PROFILES: dict[str, EngineProfile] = {
 """Profiles for the simulator path (Tier B), fitted through the simulator.
 ``arrival_clumping`` plays no part in a simulation."""
 
-_FITTED_FIELDS = (
+FITTED_FIELDS: tuple[str, ...] = (
     "step_overhead_s",
     "eager_overhead_per_layer_s",
     "request_overhead_s",
@@ -233,6 +234,7 @@ _FITTED_FIELDS = (
     "memory_slowdown",
     "arrival_clumping",
 )
+"""The fitted constants of a profile (the rest are scheduler limits and labels)."""
 
 
 def simulator_constants(profile: EngineProfile) -> EngineProfile:
@@ -250,9 +252,9 @@ def simulator_constants(profile: EngineProfile) -> EngineProfile:
     sim = SIMULATOR_ENGINE_PROFILES.get(profile.name)
     if stock is None or sim is None:
         return profile
-    if any(getattr(profile, f) != getattr(stock, f) for f in _FITTED_FIELDS):
+    if any(getattr(profile, f) != getattr(stock, f) for f in FITTED_FIELDS):
         return profile
-    fitted = {f: getattr(sim, f) for f in _FITTED_FIELDS}
+    fitted = {f: getattr(sim, f) for f in FITTED_FIELDS}
     return replace(profile, provenance=sim.provenance, **fitted)
 
 
