@@ -468,6 +468,9 @@ def simulate(
     seed: Annotated[int, typer.Option()] = 0,
     tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
     max_model_len: Annotated[int | None, typer.Option()] = None,
+    engine_name: Annotated[
+        str, typer.Option("--engine", help="vllm, sglang or trtllm (its own scheduler)")
+    ] = "vllm",
     trace: Annotated[
         Path | None,
         typer.Option(
@@ -485,7 +488,9 @@ def simulate(
         )
         raise typer.Exit(code=1)
     plan, step_model = _engine_for(
-        model, gpu, Deployment(tensor_parallel_size=tp, max_model_len=max_model_len)
+        model,
+        gpu,
+        Deployment(engine=engine_name, tensor_parallel_size=tp, max_model_len=max_model_len),
     )
     res = plan.deployment
     if trace is None and input_tokens + output_tokens > plan.max_model_len:
@@ -539,6 +544,13 @@ def simulate(
             warmup_requests=warmup,
         )
         console.print(f"[yellow]{CLOSED_LOOP_WARNING}[/]")
+    longest = int(np.max(workload.prompt_tokens, initial=0))
+    if engine.policy == "no_chunking" and longest > engine.max_num_batched_tokens:
+        console.print(
+            f"[red]{res.engine} runs prompts whole by default: {longest}-token prompts exceed its "
+            f"{engine.max_num_batched_tokens}-token budget and would all be refused[/]"
+        )
+        raise typer.Exit(code=2)
     step_model = step_model.with_engine(simulator_constants(step_model.engine))
     overheads = ClientOverheads(preprocess_s=step_model.engine.request_overhead_s)
     with Progress(

@@ -232,6 +232,24 @@ def test_simulate_open_and_closed_loop() -> None:
     assert "max_model_len" in too_long.output
 
 
+def test_simulate_runs_the_engines_own_scheduler() -> None:
+    base = ["simulate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"]
+    small = ["--num-requests", "100", "--input-tokens", "256", "--output-tokens", "16"]
+    for engine in ("sglang", "trtllm"):
+        result = runner.invoke(
+            app, [*base, *small, "--rate", "2", "--engine", engine], env={"COLUMNS": "200"}
+        )
+        assert result.exit_code == 0, (engine, result.output)
+        assert "completed 90/90" in result.output
+    # TensorRT-LLM runs prompts whole: 10,000 tokens exceed its 8192-token budget.
+    long = ["--input-tokens", "10000", "--max-model-len", "16384", "--rate", "0.5"]
+    refused = runner.invoke(app, [*base, *long, "--engine", "trtllm"], env={"COLUMNS": "200"})
+    assert refused.exit_code == 2
+    assert "8192" in refused.output
+    bad = runner.invoke(app, [*base, "--rate", "1", "--engine", "tgi"])
+    assert bad.exit_code != 0
+
+
 def test_simulate_replays_a_trace_file(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text(

@@ -340,6 +340,30 @@ def _check_steps(workload: Workload, engine: EngineConfig) -> None:
         )
 
 
+def _check_whole_prompts(workload: Workload, engine: EngineConfig, explicit: bool) -> None:
+    """422 when a scheduler without chunked prefill meets a prompt longer than its token
+    budget: the engine would refuse it (TensorRT-LLM's default), so every such request would
+    be rejected."""
+    if engine.policy != "no_chunking" or workload.prompt_tokens.size == 0:
+        return
+    longest = int(np.max(workload.prompt_tokens))
+    if longest <= engine.max_num_batched_tokens:
+        return
+    why = "policy 'no_chunking'" if explicit else "the engine's default scheduler (no chunking)"
+    detail = (
+        f"{why} runs each prompt whole in one step, but prompts reach {longest} tokens and the "
+        f"budget is {engine.max_num_batched_tokens}: raise max_num_batched_tokens to at least "
+        f"{longest} or choose a chunking policy ('vllm_v1')"
+    )
+    raise UnprocessableError(
+        detail,
+        slug="prompt-exceeds-budget",
+        errors=[
+            {"location": "body", "pointer": "/deployment/max_num_batched_tokens", "detail": detail}
+        ],
+    )
+
+
 def run_simulation(
     built: EngineModel,
     traffic: TrafficIn,
@@ -363,6 +387,7 @@ def run_simulation(
     workload_seed, routing_seed = np.random.SeedSequence(traffic.seed).spawn(2)
     workload = build_workload(traffic, memory.max_model_len, workload_seed, pointer=pointer)
     _check_steps(workload, engine)
+    _check_whole_prompts(workload, engine, explicit=policy is not None)
     from_profile = overheads is None
     # Tier B runs on the constants fitted through the simulator (the steady-state ones absorb
     # queueing that the simulation produces itself).

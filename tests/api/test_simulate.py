@@ -280,3 +280,26 @@ def test_a_given_policy_overrides_the_engines_scheduler(client: TestClient) -> N
     )
     assert response.status_code == 200, response.text
     assert response.json()["engine_config"]["policy"] == "vllm_v1"
+
+
+def test_prompts_longer_than_the_budget_without_chunking_are_a_422(client: TestClient) -> None:
+    # TensorRT-LLM's default scheduler runs prompts whole: a 10,000-token prompt cannot fit the
+    # 8192-token budget, so the engine would refuse every request.
+    traffic = open_loop(0.5, 30, input_tokens=10_000, warmup_requests=0)
+    deployment = {"engine": "trtllm", "max_model_len": 16384}
+    response = sim(client, deployment=deployment, traffic=traffic)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["errors"][0]["pointer"] == "/deployment/max_num_batched_tokens"
+    assert "10000" in problem["detail"]
+    assert "8192" in problem["detail"]
+    chunked = sim(client, deployment=deployment, traffic=traffic, policy="vllm_v1")
+    assert chunked.status_code == 200, chunked.text
+    assert chunked.json()["completed"] > 0
+    bigger = sim(
+        client,
+        deployment=deployment | {"max_num_batched_tokens": 10_000},
+        traffic=traffic,
+    )
+    assert bigger.status_code == 200, bigger.text
+    assert bigger.json()["engine_config"]["policy"] == "no_chunking"

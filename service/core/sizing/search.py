@@ -834,6 +834,12 @@ def _simulate(
     ctx.simulated_requests += run.num_requests
     ctx.simulated_work += run.work
     engine = _engine_config(memory)
+    if engine.policy == "no_chunking" and (
+        int(np.max(workload.prompt_tokens, initial=0)) > engine.max_num_batched_tokens
+    ):
+        # Prompts longer than the budget need chunked prefill (TensorRT-LLM's
+        # enable_chunked_prefill); without it the engine would refuse them.
+        engine = replace(engine, policy="vllm_v1")
     model = model.with_engine(simulator_constants(model.engine))
     steps = steptime_adapter(model)
     overheads = ClientOverheads(preprocess_s=model.engine.request_overhead_s)

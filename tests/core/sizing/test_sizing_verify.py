@@ -337,3 +337,30 @@ def test_an_slo_no_gpu_meets_idle_is_found_in_a_search() -> None:
     assert best.candidate.hardware_id == "h100-sxm"
     assert best.best > 0.016
     assert best.alone
+
+
+def test_trtllm_plans_with_prompts_over_the_budget_are_simulated_with_chunked_prefill() -> None:
+    # TensorRT-LLM runs prompts whole by default; 10,000-token prompts exceed the 8192-token
+    # budget, so its plan is verified with chunked prefill on (the engine would refuse them
+    # otherwise) and meets a loose SLO at a light load instead of rejecting every request.
+    loose = ServiceLevelObjective(
+        targets=(
+            LatencyTarget(metric="ttft", statistic="p95", limit_s=5.0),
+            LatencyTarget(metric="tpot", statistic="p95", limit_s=0.2),
+        )
+    )
+    space = _h100(engines=("trtllm",), max_model_len=(16384,))
+    result = size(
+        LLAMA_8B,
+        model_name="m",
+        space=space,
+        traffic=_traffic(0.5, prompt=10_000, output=50),
+        objective=loose,
+        prices={"h100-sxm": 2.5},
+        verify_top=1,
+    )
+    assert result.plans, [r.reason for r in result.rejected]
+    best = result.plans[0]
+    assert best.verified
+    assert best.simulation is not None
+    assert best.simulation.throughput_requests_per_s == pytest.approx(0.5, rel=0.2)
