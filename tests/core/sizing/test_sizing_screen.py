@@ -4,6 +4,7 @@ checked against hand-computed values and against :func:`open_loop` at the rate i
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,11 +32,8 @@ def _curve(**overrides: float) -> OpenLoopCurve:
         "prefill_wait_mean_s": 0.0,
         "prefill_utilization": 0.0,
     } | overrides
-    return OpenLoopCurve(
-        saturation_rate_per_s=10.0,
-        output_tokens=100.0,
-        **{k: np.array([v]) for k, v in values.items()},
-    )
+    arrays: dict[str, Any] = {k: np.array([v]) for k, v in values.items()}
+    return OpenLoopCurve(saturation_rate_per_s=10.0, output_tokens=100.0, **arrays)
 
 
 def test_replicas_formula_by_hand() -> None:
