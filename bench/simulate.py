@@ -11,9 +11,7 @@
    fast/exact; the largest relative difference between the fast and exact step times over the
    steps of the fast run; and the mean TTFT and TPOT of both runs;
 2. Tier A (the open-loop mean-field fixed point) against Tier B (the simulator) over a grid of
-   loads: mean and p95 TTFT, mean TPOT, and their ratio; next to them, the mean and p95 TTFT of
-   a candidate percentile model for Tier A (the batch chain of :func:`_batch_chain_ttft`: each
-   step prefills every prompt that arrived during the previous one).
+   loads: mean and p95 TTFT, mean TPOT, and their ratio.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from service.calibration import load_measured_profile, reference_gpu
 from service.catalog import ModelCatalog
@@ -36,7 +33,7 @@ from service.core.simulation import (
 )
 from service.core.simulation import StepTimeModel as SimulatorStepTime
 from service.core.simulation.adapters import steptime_adapter
-from service.core.steptime import StepTimeModel, StepWork, build_step_model, open_loop
+from service.core.steptime import StepTimeModel, build_step_model, open_loop
 from service.core.traffic import FixedLength, OpenLoopWorkload, open_loop_workload
 
 CATALOGUE = Path(__file__).resolve().parent.parent / "models"
@@ -136,51 +133,6 @@ def speed() -> None:
     )
 
 
-def _batch_chain_ttft(
-    model: StepTimeModel, engine: EngineConfig, rate: float, resident: float
-) -> tuple[float, float]:
-    """Mean and p95 TTFT of a candidate Tier A percentile model (not used by the service): the
-    prompts that arrive during a step are all prefilled in the next one (the budget allows up to
-    ``K`` of them), so a step with ``k`` prompts lasts ``T_k`` and draws ``Poisson(λ·T_k)``
-    prompts for the next. The stationary law ``π`` of ``k`` is solved exactly; an arrival lands
-    in a step with the length-biased weight ``π_k·T_k``, waits a uniform part of it, then the
-    whole next step with ``1 + Poisson(λ·T_k)`` prompts: ``TTFT = Z + U·T_k + T_{1+j}``."""
-    decodes = max(round(resident), 0)
-    k_max = max(1, min((engine.max_num_batched_tokens - decodes) // INPUT_TOKENS, 64))
-    k = np.arange(k_max + 1, dtype=np.float64)
-    work = StepWork(
-        prefill_tokens=k * INPUT_TOKENS,
-        prefill_sequences=k,
-        prefill_attention_pairs=k * INPUT_TOKENS * (INPUT_TOKENS + 1) / 2,
-        prefill_cached_tokens=np.zeros_like(k),
-        decode_sequences=np.full_like(k, decodes),
-        decode_context_tokens=np.full_like(k, decodes * (INPUT_TOKENS + OUTPUT_TOKENS / 2)),
-    )
-    step = np.asarray(model.step_time(work).total_s, dtype=np.float64)
-    j = np.arange(k_max + 1)
-    pois = np.asarray(scipy_stats.poisson.pmf(j[None, :], rate * step[:, None]), dtype=np.float64)
-    pois[:, -1] += 1.0 - pois.sum(axis=1)  # more than K prompts: capped at K
-    system = pois.T - np.eye(k_max + 1)
-    system[-1, :] = 1.0
-    rhs = np.zeros(k_max + 1)
-    rhs[-1] = 1.0
-    pi = np.linalg.solve(system, rhs)
-    weight = pi * step / float(np.sum(pi * step))
-    nxt = np.minimum(1 + j, k_max)
-    z = model.engine.request_overhead_s
-    mean = z + float(np.sum(weight * (step / 2 + pois @ step[nxt])))
-
-    def cdf(t: float) -> float:
-        inside = np.clip((t - z - step[nxt][None, :]) / step[:, None], 0.0, 1.0)
-        return float(np.sum(weight[:, None] * pois * inside))
-
-    low, high = z, z + 2 * float(step[-1]) * 4
-    for _ in range(60):
-        mid = 0.5 * (low + high)
-        low, high = (mid, high) if cdf(mid) < 0.95 else (low, mid)
-    return mean, high
-
-
 def agreement() -> None:
     engine, model, kv_tokens = _engine()
     adapter = steptime_adapter(model)
@@ -195,7 +147,7 @@ def agreement() -> None:
     print(f"\nTier A saturation rate: {saturation:.2f} requests/s")
     print(
         f"{'load':>5} {'rate/s':>7}  {'TTFT mean A/B (ms)':>20}  {'TTFT p95 A/B (ms)':>19}"
-        f"  {'TPOT A/B (ms)':>15}  {'batch-chain TTFT mean/p95 (ms)':>31}"
+        f"  {'TPOT A/B (ms)':>15}"
     )
     for load in (0.1, 0.3, 0.5, 0.7, 0.85):
         rate = load * saturation
@@ -208,12 +160,10 @@ def agreement() -> None:
         )
         result = simulate(_workload(3000, rate, seed=7), engine, adapter, overheads=overhead)
         b = result.summary()
-        chain_mean, chain_p95 = _batch_chain_ttft(model, engine, rate, a.resident_sequences)
         print(
             f"{load:>5.2f} {rate:>7.2f}  {a.ttft_mean_s * 1e3:>9.1f}/{b.ttft_s.mean * 1e3:<9.1f}"
             f"  {a.ttft_p95_s * 1e3:>8.1f}/{b.ttft_s.p95 * 1e3:<9.1f}"
             f"  {a.tpot_s * 1e3:>6.2f}/{b.tpot_s.mean * 1e3:<7.2f}"
-            f"  {chain_mean * 1e3:>18.1f}/{chain_p95 * 1e3:<9.1f}"
         )
 
 
