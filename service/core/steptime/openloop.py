@@ -136,17 +136,24 @@ def _points(model: StepTimeModel, resident: np.ndarray, p: float, n: float) -> _
 def _chain(
     model: StepTimeModel, point: _Points, p: float, n: float
 ) -> tuple[BatchChain, np.ndarray]:
-    """The batch chain at each point (:mod:`.batchchain`) and where it applies: the budget left
-    by the steady decodes holds at least :data:`CHAIN_MIN_PROMPTS` prompts and there is no
-    pipeline. Steps carry ``b`` decodes (the steady decode batch) and ``k`` whole prompts; a
-    step without prompts is running only a fraction ``min(L, 1)`` of the time."""
+    """The batch chain at each point (:mod:`.batchchain`) and whether it applies: the budget
+    holds at least :data:`CHAIN_MIN_PROMPTS` prompts and there is no pipeline (decided once
+    for the whole load axis). Steps carry ``b`` decodes (the steady decode batch) and up to
+    ``budget/P`` whole prompts; a step without prompts is running only a fraction
+    ``min(L, 1)`` of the time."""
     state = point.state
     resident = point.resident
     budget, _ = _budget(model)
     decodes = resident * (n - 1) / np.maximum(state.steps, 1e-12)
-    room = np.floor((budget - decodes) / p)
-    cap = np.clip(room, 1, CHAIN_MAX_PROMPTS).astype(np.int64)
-    uses = (room >= CHAIN_MIN_PROMPTS) & (model.inventory.pipeline_parallel_size == 1)
+    # One model and one cap along the whole load axis: switching either as the decodes grow
+    # would make TTFT fall with load. (With chunked prefill the decodes' share of the budget
+    # only delays a part of the last prompt.)
+    whole = min(math.floor(budget / p), CHAIN_MAX_PROMPTS)
+    cap = np.full(resident.shape, max(whole, 1), dtype=np.int64)
+    uses = np.full(
+        resident.shape,
+        whole >= CHAIN_MIN_PROMPTS and model.inventory.pipeline_parallel_size == 1,
+    )
     size = int(cap.max()) + 1
     count = resident.size
     prompts = np.tile(np.arange(1, size, dtype=np.float64), count)

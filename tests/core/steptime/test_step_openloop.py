@@ -15,6 +15,7 @@ from service.core.hardware import datasheet_spec
 from service.core.simulation import ClientOverheads, EngineConfig, simulate
 from service.core.simulation.adapters import steptime_adapter
 from service.core.steptime import StepTimeModel, build_step_model, open_loop, zero_load_ttft_s
+from service.core.steptime.openloop import open_loop_curve
 from service.core.traffic import FixedLength, open_loop_workload
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -123,3 +124,12 @@ def test_ttft_mean_and_p95_track_the_simulator(load: float) -> None:
     tier_b = simulate(workload, engine, steptime_adapter(model), overheads=overheads).summary()
     assert tier_a.ttft_mean_s == pytest.approx(tier_b.ttft_s.mean, rel=0.10)
     assert tier_a.ttft_p95_s == pytest.approx(tier_b.ttft_s.p95, rel=0.10)
+
+
+@pytest.mark.parametrize("input_tokens", [128, 1024, 2000, 3000])
+def test_ttft_never_falls_as_the_rate_rises(input_tokens: int) -> None:
+    # 2000-token prompts sit where the decodes' share of the budget would drop a step from four
+    # prompts to three; the curve keeps one model and one cap, so TTFT stays monotone.
+    curve = open_loop_curve(llama_on_h100(), input_tokens=input_tokens, output_tokens=128)
+    for values in (curve.ttft_mean_s, curve.ttft_quantile(0.5), curve.ttft_quantile(0.95)):
+        assert np.all(np.diff(values) >= -1e-12)
