@@ -66,7 +66,8 @@ class EngineConfig:
         waiting requests FCFS within the budget (SGLang ``max_prefill_tokens``) — and the
         running decodes wait; otherwise one decode step of every running request, not limited
         by the budget (``sgl-project/sglang:python/sglang/srt/managers/scheduler.py:
-        get_next_batch_to_run``).
+        get_next_batch_to_run``). On the decode replica of a disaggregated pair, whose prompts
+        arrive as KV, it admits as ``vllm_v1`` does.
     watermark_blocks : int
         Blocks that must stay free after admitting a waiting request (vLLM v0/Sarathi
         ``watermark · num_gpu_blocks``). 0 disables it.

@@ -241,7 +241,9 @@ class Engine:
         self.watermark = config.watermark_blocks
         self.sarathi = config.policy == "sarathi"
         self.chunked = config.policy != "no_chunking"
-        self.prefill_first = config.policy == "prefill_first"
+        # A disaggregated decode replica receives prompts as KV and admits them as vLLM does
+        # (remote-KV handling); prefill_first shapes the steps of every other replica.
+        self.prefill_first = config.policy == "prefill_first" and not remote_kv
         self.full_prompt_gate = config.admit_full_prompt or self.sarathi
         self.cap = config.max_waiting_requests
         self.free = config.num_kv_blocks

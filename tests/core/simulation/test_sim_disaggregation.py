@@ -13,6 +13,7 @@ from service.core.simulation import (
     EngineConfig,
     KVTransfer,
     LinearStepTime,
+    SchedulingPolicy,
     SimulationResult,
     simulate_disaggregated,
 )
@@ -113,7 +114,8 @@ def test_kv_bytes_callable_sets_the_transfer_time() -> None:
         KVTransfer(latency_s=0.0, bandwidth_bytes_per_s=1.0)
 
 
-def test_disaggregated_runs_are_exact_and_conserve_requests() -> None:
+@pytest.mark.parametrize("policy", ["vllm_v1", "prefill_first"])
+def test_disaggregated_runs_are_exact_and_conserve_requests(policy: SchedulingPolicy) -> None:
     w = open_loop_workload(
         num_requests=1_500,
         rate_per_s=12.0,
@@ -124,10 +126,18 @@ def test_disaggregated_runs_are_exact_and_conserve_requests() -> None:
         warmup_requests=150,
     )
     prefill = EngineConfig(
-        max_num_batched_tokens=512, max_num_seqs=8, block_size_tokens=16, num_kv_blocks=200
+        max_num_batched_tokens=512,
+        max_num_seqs=8,
+        block_size_tokens=16,
+        num_kv_blocks=200,
+        policy=policy,
     )
     decode = EngineConfig(
-        max_num_batched_tokens=64, max_num_seqs=32, block_size_tokens=16, num_kv_blocks=120
+        max_num_batched_tokens=64,
+        max_num_seqs=32,
+        block_size_tokens=16,
+        num_kv_blocks=120,
+        policy=policy,
     )
     kwargs = {
         "prefill": prefill,
