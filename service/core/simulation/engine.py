@@ -735,20 +735,23 @@ class Engine:
     def _decide_prefill_first(self, t: float) -> _Plan | None:
         """``prefill_first`` (SGLang's scheduler without mixed chunks): a step of prefills only
         when any can run — the unfinished prompt chunks of running requests first, then waiting
-        requests FCFS, within the token budget — else one decode step of every running request
-        (no budget), with preemption on block shortage; nothing is admitted in a decode step."""
+        requests FCFS, within the token budget; none is admitted while a running chunk waits for
+        blocks — else one decode step of every running request (no budget). On block shortage
+        the most recently admitted running requests are preempted, a stalled chunk included."""
         tab = self.tab
         comp = tab.computed
         run = self.running
         left = self.budget
         ids: list[int] = []
         ns: list[int] = []
+        stuck = False
         if run.size:
             for r in run[comp[run] < tab.prefill_end[run]].tolist():
                 c = int(comp[r])
                 n = min(int(tab.num_tokens[r]) - c, left)
                 need = max(-(-(c + n) // self.bs) - int(tab.blocks[r]), 0)
                 if n <= 0 or need > self.free:
+                    stuck = n > 0
                     break
                 self.free -= need
                 tab.blocks[r] += need
@@ -757,7 +760,7 @@ class Engine:
                 left -= n
         adm: list[int] = []
         adm_n: list[int] = []
-        blocked = int(run.size) >= self.max_seqs
+        blocked = stuck or int(run.size) >= self.max_seqs
         if self.n_waiting and left > 0 and not blocked:
             blocked = self._admit(t, left, int(run.size), adm, adm_n)
         if ids or adm:
@@ -773,29 +776,38 @@ class Engine:
                 blocked=blocked,
                 preempted=False,
             )
-        decodes = run[comp[run] >= tab.prefill_end[run]] if run.size else run
-        if decodes.size == 0:
+        if run.size == 0:
             return None
-        ones = np.ones(decodes.size, dtype=np.int64)
-        c_dec = comp[decodes]
-        grow = (c_dec + 1 + (self.bs - 1)) // self.bs - tab.blocks[decodes]
-        np.maximum(grow, 0, out=grow)
-        total = int(_sum(grow))
-        preempted = False
-        if total <= self.free:
-            self.free -= total
-            tab.blocks[decodes] += grow
+        decoding = comp[run] >= tab.prefill_end[run]
+        if np.count_nonzero(decoding):
+            # A decode step: one token for every decode; stalled chunks wait (0 tokens).
+            want = decoding.astype(np.int64)
+        elif stuck:
+            # Only stalled chunks run: their next chunks, in order, within the budget.
+            want = self._budget_running(run, comp[run], tab.num_tokens[run] - comp[run])
         else:
-            decodes, ones, preempted = self._allocate_with_preemption(t, decodes, ones)
+            return None
+        grow = (comp[run] + want + (self.bs - 1)) // self.bs - tab.blocks[run]
+        np.maximum(grow, 0, out=grow)
+        grow[want == 0] = 0
+        preempted = False
+        if int(_sum(grow)) <= self.free:
+            self.free -= int(_sum(grow))
+            tab.blocks[run] += grow
+            survivors, tokens = run, want
+        else:
+            survivors, tokens, preempted = self._allocate_with_preemption(t, run, want)
             self.running = self.running[tab.running[self.running]]
-            if decodes.size == 0:
-                return self._decide_prefill_first(t)
+        scheduled = tokens > 0
+        step_ids, step_tokens = survivors[scheduled], tokens[scheduled]
+        if step_ids.size == 0:
+            return self._decide_prefill_first(t) if preempted else None
         return self._plan(
             t,
-            decodes,
-            ones,
-            comp[decodes],
-            pure_decode=not preempted and decodes.size == self.running.size,
+            step_ids,
+            step_tokens,
+            comp[step_ids],
+            pure_decode=not preempted and step_ids.size == self.running.size,
             blocked=blocked,
             preempted=preempted,
         )

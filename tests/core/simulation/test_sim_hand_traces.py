@@ -322,3 +322,20 @@ def test_prefill_first_preempts_a_decode_on_block_shortage_and_recomputes_it() -
     assert r.step_prefill_tokens.tolist() == [4, 0, 0, 0, 5]
     assert r.num_preemptions.tolist() == [0, 1]
     assert r.finish_s.tolist() == [4.0, 5.0]
+
+
+def test_prefill_first_preempts_a_stalled_prompt_chunk_before_rejecting_anyone() -> None:
+    # Block size 1, 20 blocks, budget 4. A: P=2, O=15 at 0; B: P=10, O=1 at 10.5.
+    # [0,1] A's prompt; A decodes one token a step until 11 (12 blocks). At 11 B's prompt runs
+    # in chunks while A waits: [11,12] and [12,13] take 4 tokens each (free 0). At 13 B's last
+    # 2 tokens find no block and A's decode needs one: B, the last admitted, is preempted (its
+    # 8 blocks freed) and [13,14] decodes A. [14,15] B's first chunk again (free 3); B's next
+    # chunk needs 4 blocks, so A decodes alone [15,18] and finishes at 18 (16 blocks freed);
+    # [18,19] and [19,20] finish B's prompt and its one token. Nobody is rejected.
+    r = _run(
+        [0.0, 10.5], [2, 10], [15, 1], budget=4, block_size=1, blocks=20, policy="prefill_first"
+    )
+    assert r.status.tolist() == [RequestStatus.OK, RequestStatus.OK]
+    assert r.step_prefill_tokens.tolist() == [2] + [0] * 10 + [4, 4, 0, 4, 0, 0, 0, 4, 2]
+    assert r.num_preemptions.tolist() == [0, 1]
+    assert r.finish_s.tolist() == [18.0, 20.0]
