@@ -29,7 +29,12 @@ from service.core.memory import (
     kv_budget,
     plan_memory,
 )
-from service.core.simulation import ClientOverheads, EngineConfig, engine_scheduler
+from service.core.simulation import (
+    ClientOverheads,
+    EngineConfig,
+    engine_scheduler,
+    whole_sequence_tokens,
+)
 from service.core.simulation import simulate as run_simulation
 from service.core.simulation.adapters import steptime_adapter
 from service.core.steptime import (
@@ -544,11 +549,12 @@ def simulate(
             warmup_requests=warmup,
         )
         console.print(f"[yellow]{CLOSED_LOOP_WARNING}[/]")
-    longest = int(np.max(workload.prompt_tokens, initial=0))
+    longest = whole_sequence_tokens(workload.prompt_tokens, workload.output_tokens)
     if engine.policy == "no_chunking" and longest > engine.max_num_batched_tokens:
         console.print(
-            f"[red]{res.engine} runs prompts whole by default: {longest}-token prompts exceed its "
-            f"{engine.max_num_batched_tokens}-token budget and would all be refused[/]"
+            f"[red]{res.engine} runs prompts whole by default: requests of {longest} tokens "
+            f"(prompt and output) exceed its {engine.max_num_batched_tokens}-token budget and "
+            "would be refused[/]"
         )
         raise typer.Exit(code=2)
     step_model = step_model.with_engine(simulator_constants(step_model.engine))

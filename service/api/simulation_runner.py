@@ -29,6 +29,7 @@ from service.core.simulation import (
     engine_scheduler,
     simulate,
     simulate_disaggregated,
+    whole_sequence_tokens,
 )
 from service.core.simulation.adapters import steptime_adapter
 from service.core.steptime import simulator_constants
@@ -340,20 +341,24 @@ def _check_steps(workload: Workload, engine: EngineConfig) -> None:
         )
 
 
-def _check_whole_prompts(workload: Workload, engine: EngineConfig, explicit: bool) -> None:
-    """422 when a scheduler without chunked prefill meets a prompt longer than its token
-    budget: the engine would refuse it (TensorRT-LLM's default), so every such request would
-    be rejected."""
-    if engine.policy != "no_chunking" or workload.prompt_tokens.size == 0:
+def _check_whole_prompts(
+    workload: Workload, engine: EngineConfig, rank_budget: int, explicit: bool
+) -> None:
+    """422 when a scheduler without chunked prefill meets a request longer than one rank's
+    token budget: the engine would refuse it (TensorRT-LLM's default), so every such request
+    would be rejected. The length is the prompt and all but the last output token
+    (:func:`whole_sequence_tokens`: a preempted request recomputes them in one step)."""
+    if engine.policy != "no_chunking":
         return
-    longest = int(np.max(workload.prompt_tokens))
-    if longest <= engine.max_num_batched_tokens:
+    longest = whole_sequence_tokens(workload.prompt_tokens, workload.output_tokens)
+    if longest <= rank_budget:
         return
     why = "policy 'no_chunking'" if explicit else "the engine's default scheduler (no chunking)"
     detail = (
-        f"{why} runs each prompt whole in one step, but prompts reach {longest} tokens and the "
-        f"budget is {engine.max_num_batched_tokens}: raise max_num_batched_tokens to at least "
-        f"{longest} or choose a chunking policy ('vllm_v1')"
+        f"{why} computes a request's prompt (and, after a preemption, its output so far) in one "
+        f"step, but requests reach {longest} tokens and the budget is {rank_budget} per rank: "
+        f"raise max_num_batched_tokens to at least {longest} or choose a chunking policy "
+        f"('vllm_v1')"
     )
     raise UnprocessableError(
         detail,
@@ -387,7 +392,9 @@ def run_simulation(
     workload_seed, routing_seed = np.random.SeedSequence(traffic.seed).spawn(2)
     workload = build_workload(traffic, memory.max_model_len, workload_seed, pointer=pointer)
     _check_steps(workload, engine)
-    _check_whole_prompts(workload, engine, explicit=policy is not None)
+    _check_whole_prompts(
+        workload, engine, memory.deployment.max_num_batched_tokens, explicit=policy is not None
+    )
     from_profile = overheads is None
     # Tier B runs on the constants fitted through the simulator (the steady-state ones absorb
     # queueing that the simulation produces itself).

@@ -283,7 +283,8 @@ def test_a_given_policy_overrides_the_engines_scheduler(client: TestClient) -> N
 
 
 def test_prompts_longer_than_the_budget_without_chunking_are_a_422(client: TestClient) -> None:
-    # TensorRT-LLM's default scheduler runs prompts whole: a 10,000-token prompt cannot fit the
+    # TensorRT-LLM's default scheduler runs prompts whole: a 10,000-token prompt with 64
+    # output tokens (10,063 tokens to recompute after a late preemption) cannot fit the
     # 8192-token budget, so the engine would refuse every request.
     traffic = open_loop(0.5, 30, input_tokens=10_000, warmup_requests=0)
     deployment = {"engine": "trtllm", "max_model_len": 16384}
@@ -291,15 +292,31 @@ def test_prompts_longer_than_the_budget_without_chunking_are_a_422(client: TestC
     assert response.status_code == 422, response.text
     problem = response.json()
     assert problem["errors"][0]["pointer"] == "/deployment/max_num_batched_tokens"
-    assert "10000" in problem["detail"]
+    assert "10063" in problem["detail"]
     assert "8192" in problem["detail"]
     chunked = sim(client, deployment=deployment, traffic=traffic, policy="vllm_v1")
     assert chunked.status_code == 200, chunked.text
     assert chunked.json()["completed"] > 0
     bigger = sim(
         client,
-        deployment=deployment | {"max_num_batched_tokens": 10_000},
+        deployment=deployment | {"max_num_batched_tokens": 10_063},
         traffic=traffic,
     )
     assert bigger.status_code == 200, bigger.text
     assert bigger.json()["engine_config"]["policy"] == "no_chunking"
+    assert bigger.json()["completed"] == 30
+
+
+def test_the_whole_prompt_limit_counts_the_output_and_is_per_rank(client: TestClient) -> None:
+    # 8000 + 500 − 1 = 8499 tokens exceed 8192 although the prompt alone fits.
+    long_output = open_loop(0.5, 30, input_tokens=8000, output_tokens=500, warmup_requests=0)
+    deployment = {"engine": "trtllm", "max_model_len": 16384}
+    response = sim(client, deployment=deployment, traffic=long_output)
+    assert response.status_code == 422, response.text
+    assert "8499" in response.json()["detail"]
+    # Two data-parallel ranks pool 16384 tokens in the simulated engine, but each rank still
+    # has 8192: 10,063-token requests are refused.
+    traffic = open_loop(0.5, 30, input_tokens=10_000, warmup_requests=0)
+    ranks = sim(client, deployment=deployment | {"data_parallel_size": 2}, traffic=traffic)
+    assert ranks.status_code == 422, ranks.text
+    assert "8192 per rank" in ranks.json()["detail"]

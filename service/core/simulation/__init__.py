@@ -28,6 +28,7 @@ from service.core.simulation.config import (
     Routing,
     SchedulingPolicy,
     engine_scheduler,
+    whole_sequence_tokens,
 )
 from service.core.simulation.metrics import (
     SLO,
@@ -64,4 +65,5 @@ __all__ = [
     "simulate",
     "simulate_disaggregated",
     "weighted_percentile",
+    "whole_sequence_tokens",
 ]

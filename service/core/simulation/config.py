@@ -22,6 +22,19 @@ running requests; SGLang runs prefill-only steps first unless ``--enable-mixed-c
 TensorRT-LLM's PyTorch flow has ``enable_chunked_prefill = False``."""
 
 
+def whole_sequence_tokens(prompt_tokens: np.ndarray, output_tokens: np.ndarray) -> int:
+    """Most tokens one request may have to compute in a single step without chunked prefill:
+    its prompt and all but its last output token (a request preempted late recomputes them
+    all). Under ``no_chunking`` an engine rejects a request above its token budget.
+
+    >>> whole_sequence_tokens(np.array([100, 8000]), np.array([500, 50]))
+    8049
+    """
+    if prompt_tokens.size == 0:
+        return 0
+    return int(np.max(prompt_tokens + output_tokens - 1))
+
+
 def engine_scheduler(engine: str) -> SchedulingPolicy:
     """The scheduling policy that mirrors ``engine`` at its defaults (vLLM v1 for others).
 

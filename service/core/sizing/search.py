@@ -60,6 +60,7 @@ from service.core.simulation import (
     engine_scheduler,
     simulate,
     simulate_disaggregated,
+    whole_sequence_tokens,
 )
 from service.core.simulation.adapters import steptime_adapter
 from service.core.sizing.screen import (
@@ -812,9 +813,17 @@ def _thinned_arrivals(
     return "gamma", math.sqrt(1.0 + (c2 - 1.0) * kept)
 
 
+CHUNKED_PREFILL_NOTE = (
+    "requests exceed one rank's max_num_batched_tokens: verified with chunked prefill on "
+    "(TensorRT-LLM: enable_chunked_prefill: true), which the engine needs to serve them"
+)
+
+
 def _simulate(
     ctx: _Context, plan: Plan, run: _Run
-) -> tuple[SimulationResult, SimulationSummary, SloEvaluation]:
+) -> tuple[SimulationResult, SimulationSummary, SloEvaluation, bool]:
+    """Simulate ``run`` of ``plan``; the flag says whether chunked prefill had to be turned on
+    (requests longer than one rank's budget under an engine that runs prompts whole)."""
     c = plan.candidate
     memory = plan.memory
     model = _build(ctx, c, memory)
@@ -834,10 +843,10 @@ def _simulate(
     ctx.simulated_requests += run.num_requests
     ctx.simulated_work += run.work
     engine = _engine_config(memory)
-    if engine.policy == "no_chunking" and (
-        int(np.max(workload.prompt_tokens, initial=0)) > engine.max_num_batched_tokens
-    ):
-        # Prompts longer than the budget need chunked prefill (TensorRT-LLM's
+    longest = whole_sequence_tokens(workload.prompt_tokens, workload.output_tokens)
+    chunked = engine.policy == "no_chunking" and longest > memory.deployment.max_num_batched_tokens
+    if chunked:
+        # Requests longer than one rank's budget need chunked prefill (TensorRT-LLM's
         # enable_chunked_prefill); without it the engine would refuse them.
         engine = replace(engine, policy="vllm_v1")
     model = model.with_engine(simulator_constants(model.engine))
@@ -867,7 +876,7 @@ def _simulate(
             overheads=overheads,
         )
     summary, evaluation = evaluate_result(result, ctx.objective)
-    return result, summary, evaluation
+    return result, summary, evaluation, chunked
 
 
 def _simulated(summary: SimulationSummary, evaluation: SloEvaluation, scale: float) -> Predicted:
@@ -936,9 +945,11 @@ def _verify_one(ctx: _Context, plan: Plan) -> tuple[Plan | Rejection, int]:
         if isinstance(run, str):
             # Unverified (with the misses that added replicas, if any): Tier A decides.
             return replace(plan, notes=(*notes, run)), runs
-        _, summary, evaluation = _simulate(ctx, plan, run)
+        _, summary, evaluation, chunked = _simulate(ctx, plan, run)
         runs += 1
         scale = ctx.target_rate_per_s / run.rate_per_s
+        if chunked and CHUNKED_PREFILL_NOTE not in notes:
+            notes.append(CHUNKED_PREFILL_NOTE)
         if evaluation.feasible:
             return replace(
                 plan,

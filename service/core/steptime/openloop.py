@@ -415,9 +415,9 @@ class OpenLoopCurve:
         ``mix_share > 1 − q``, else ``τ_dec``."""
         return np.asarray(np.where(self.mix_share > 1 - q, self.mix_step_s, self.decode_step_s))
 
-    def take(self, index: np.ndarray | list[int]) -> OpenLoopCurve:
+    def take(self, index: np.ndarray | list[int] | int) -> OpenLoopCurve:
         """The curve at the given grid points only."""
-        i = np.asarray(index, dtype=np.int64)
+        i = np.atleast_1d(np.asarray(index, dtype=np.int64))
         return OpenLoopCurve(
             rate_per_s=self.rate_per_s[i],
             saturation_rate_per_s=self.saturation_rate_per_s,

@@ -23,7 +23,12 @@ from service.core.sizing import (
 )
 from service.core.sizing import search as search_module
 from service.core.sizing.screen import Miss
-from service.core.sizing.search import Rejection, SizingResult, _thinned_arrivals
+from service.core.sizing.search import (
+    CHUNKED_PREFILL_NOTE,
+    Rejection,
+    SizingResult,
+    _thinned_arrivals,
+)
 from service.core.slo import LatencyTarget, ServiceLevelObjective
 from service.core.slo.evaluate import SloEvaluation, make_check
 from service.core.traffic import FixedLength, open_loop_workload, unit_rate_arrival_times
@@ -191,7 +196,7 @@ def test_an_inconclusive_run_keeps_the_plan_with_a_note(monkeypatch: pytest.Monk
         stable=False, stability_conclusive=False, stability_reason="the window is too short"
     )
     monkeypatch.setattr(
-        search_module, "_simulate", lambda ctx, plan, run: (None, summary, evaluation)
+        search_module, "_simulate", lambda ctx, plan, run: (None, summary, evaluation, False)
     )
     result = _size(_h100(), _traffic(20.0))
     best = result.plans[0]
@@ -208,6 +213,7 @@ def test_an_inconclusive_run_keeps_the_plan_with_a_note(monkeypatch: pytest.Monk
             None,
             SimpleNamespace(stable=False, stability_conclusive=True, stability_reason="grew"),
             evaluation,
+            False,
         ),
     )
     again = _size(_h100(kv_cache_dtype=("auto",)), _traffic(20.0))
@@ -364,3 +370,27 @@ def test_trtllm_plans_with_prompts_over_the_budget_are_simulated_with_chunked_pr
     assert best.verified
     assert best.simulation is not None
     assert best.simulation.throughput_requests_per_s == pytest.approx(0.5, rel=0.2)
+    assert CHUNKED_PREFILL_NOTE in best.notes
+
+
+def test_trtllm_requests_over_the_budget_count_their_output() -> None:
+    # 8000-token prompts fit 8192 tokens, but with 500 output tokens a late preemption would
+    # recompute 8499: the plan is verified with chunked prefill on, and says so.
+    loose = ServiceLevelObjective(
+        targets=(
+            LatencyTarget(metric="ttft", statistic="p95", limit_s=5.0),
+            LatencyTarget(metric="tpot", statistic="p95", limit_s=0.2),
+        )
+    )
+    result = size(
+        LLAMA_8B,
+        model_name="m",
+        space=_h100(engines=("trtllm",), max_model_len=(16384,)),
+        traffic=_traffic(0.2, prompt=8000, output=500),
+        objective=loose,
+        prices={"h100-sxm": 2.5},
+        verify_top=1,
+    )
+    assert result.plans, [r.reason for r in result.rejected]
+    assert result.plans[0].verified
+    assert CHUNKED_PREFILL_NOTE in result.plans[0].notes

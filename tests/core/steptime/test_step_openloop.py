@@ -133,3 +133,10 @@ def test_ttft_never_falls_as_the_rate_rises(input_tokens: int) -> None:
     curve = open_loop_curve(llama_on_h100(), input_tokens=input_tokens, output_tokens=128)
     for values in (curve.ttft_mean_s, curve.ttft_quantile(0.5), curve.ttft_quantile(0.95)):
         assert np.all(np.diff(values) >= -1e-12)
+
+
+def test_a_curve_point_can_be_taken_by_a_scalar_index() -> None:
+    curve = open_loop_curve(llama_on_h100(), input_tokens=1024, output_tokens=128)
+    one, listed = curve.take(3), curve.take([3])
+    assert one.ttft_quantile(0.95).tolist() == listed.ttft_quantile(0.95).tolist()
+    assert one.ttft_mean_s.tolist() == listed.ttft_mean_s.tolist()
