@@ -33,7 +33,7 @@ from service.core.simulation import (
     ClientOverheads,
     EngineConfig,
     engine_scheduler,
-    whole_sequence_tokens,
+    whole_prompt_overflow,
 )
 from service.core.simulation import simulate as run_simulation
 from service.core.simulation.adapters import steptime_adapter
@@ -549,8 +549,10 @@ def simulate(
             warmup_requests=warmup,
         )
         console.print(f"[yellow]{CLOSED_LOOP_WARNING}[/]")
-    longest = whole_sequence_tokens(workload.prompt_tokens, workload.output_tokens)
-    if engine.policy == "no_chunking" and longest > engine.max_num_batched_tokens:
+    longest = whole_prompt_overflow(
+        engine.policy, workload.prompt_tokens, workload.output_tokens, engine.max_num_batched_tokens
+    )
+    if longest:
         console.print(
             f"[red]{res.engine} runs prompts whole by default: requests of {longest} tokens "
             f"(prompt and output) exceed its {engine.max_num_batched_tokens}-token budget and "

@@ -29,7 +29,7 @@ from service.core.simulation import (
     engine_scheduler,
     simulate,
     simulate_disaggregated,
-    whole_sequence_tokens,
+    whole_prompt_overflow,
 )
 from service.core.simulation.adapters import steptime_adapter
 from service.core.steptime import simulator_constants
@@ -347,11 +347,11 @@ def _check_whole_prompts(
     """422 when a scheduler without chunked prefill meets a request longer than one rank's
     token budget: the engine would refuse it (TensorRT-LLM's default), so every such request
     would be rejected. The length is the prompt and all but the last output token
-    (:func:`whole_sequence_tokens`: a preempted request recomputes them in one step)."""
-    if engine.policy != "no_chunking":
-        return
-    longest = whole_sequence_tokens(workload.prompt_tokens, workload.output_tokens)
-    if longest <= rank_budget:
+    (:func:`whole_prompt_overflow`: a preempted request recomputes them in one step)."""
+    longest = whole_prompt_overflow(
+        engine.policy, workload.prompt_tokens, workload.output_tokens, rank_budget
+    )
+    if not longest:
         return
     why = "policy 'no_chunking'" if explicit else "the engine's default scheduler (no chunking)"
     detail = (

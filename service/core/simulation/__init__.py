@@ -28,7 +28,7 @@ from service.core.simulation.config import (
     Routing,
     SchedulingPolicy,
     engine_scheduler,
-    whole_sequence_tokens,
+    whole_prompt_overflow,
 )
 from service.core.simulation.metrics import (
     SLO,
@@ -65,5 +65,5 @@ __all__ = [
     "simulate",
     "simulate_disaggregated",
     "weighted_percentile",
-    "whole_sequence_tokens",
+    "whole_prompt_overflow",
 ]

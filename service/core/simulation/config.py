@@ -22,17 +22,25 @@ running requests; SGLang runs prefill-only steps first unless ``--enable-mixed-c
 TensorRT-LLM's PyTorch flow has ``enable_chunked_prefill = False``."""
 
 
-def whole_sequence_tokens(prompt_tokens: np.ndarray, output_tokens: np.ndarray) -> int:
-    """Most tokens one request may have to compute in a single step without chunked prefill:
-    its prompt and all but its last output token (a request preempted late recomputes them
-    all). Under ``no_chunking`` an engine rejects a request above its token budget.
+def whole_prompt_overflow(
+    policy: SchedulingPolicy, prompt_tokens: np.ndarray, output_tokens: np.ndarray, budget: int
+) -> int:
+    """Under ``no_chunking``, the tokens of the longest request when they exceed ``budget``
+    (an engine refuses such a request), else 0. A request counts its prompt and all but its
+    last output token: a request preempted late recomputes them all in one step.
 
-    >>> whole_sequence_tokens(np.array([100, 8000]), np.array([500, 50]))
+    >>> prompt, output = np.array([100, 8000]), np.array([500, 50])
+    >>> whole_prompt_overflow("no_chunking", prompt, output, 8192)
+    0
+    >>> whole_prompt_overflow("no_chunking", prompt, output, 8000)
     8049
+    >>> whole_prompt_overflow("vllm_v1", prompt, output, 8000)
+    0
     """
-    if prompt_tokens.size == 0:
+    if policy != "no_chunking" or prompt_tokens.size == 0:
         return 0
-    return int(np.max(prompt_tokens + output_tokens - 1))
+    longest = int(np.max(prompt_tokens + output_tokens - 1))
+    return longest if longest > budget else 0
 
 
 def engine_scheduler(engine: str) -> SchedulingPolicy:

@@ -787,12 +787,13 @@ class Engine:
             want = self._budget_running(run, comp[run], tab.num_tokens[run] - comp[run])
         else:
             return None
+        # A stalled chunk (0 tokens) already holds the blocks of what it computed: no growth.
         grow = (comp[run] + want + (self.bs - 1)) // self.bs - tab.blocks[run]
         np.maximum(grow, 0, out=grow)
-        grow[want == 0] = 0
+        total = int(_sum(grow))
         preempted = False
-        if int(_sum(grow)) <= self.free:
-            self.free -= int(_sum(grow))
+        if total <= self.free:
+            self.free -= total
             tab.blocks[run] += grow
             survivors, tokens = run, want
         else:

@@ -60,7 +60,7 @@ from service.core.simulation import (
     engine_scheduler,
     simulate,
     simulate_disaggregated,
-    whole_sequence_tokens,
+    whole_prompt_overflow,
 )
 from service.core.simulation.adapters import steptime_adapter
 from service.core.sizing.screen import (
@@ -843,8 +843,12 @@ def _simulate(
     ctx.simulated_requests += run.num_requests
     ctx.simulated_work += run.work
     engine = _engine_config(memory)
-    longest = whole_sequence_tokens(workload.prompt_tokens, workload.output_tokens)
-    chunked = engine.policy == "no_chunking" and longest > memory.deployment.max_num_batched_tokens
+    rank_budget = memory.deployment.max_num_batched_tokens
+    chunked = bool(
+        whole_prompt_overflow(
+            engine.policy, workload.prompt_tokens, workload.output_tokens, rank_budget
+        )
+    )
     if chunked:
         # Requests longer than one rank's budget need chunked prefill (TensorRT-LLM's
         # enable_chunked_prefill); without it the engine would refuse them.

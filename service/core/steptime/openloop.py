@@ -133,28 +133,21 @@ def _points(model: StepTimeModel, resident: np.ndarray, p: float, n: float) -> _
     )
 
 
-def _chain(
-    model: StepTimeModel, point: _Points, p: float, n: float
-) -> tuple[BatchChain, np.ndarray]:
-    """The batch chain at each point (:mod:`.batchchain`) and whether it applies: the budget
-    holds at least :data:`CHAIN_MIN_PROMPTS` prompts and there is no pipeline (decided once
-    for the whole load axis). Steps carry ``b`` decodes (the steady decode batch) and up to
-    ``budget/P`` whole prompts; a step without prompts is running only a fraction
-    ``min(L, 1)`` of the time."""
-    state = point.state
-    resident = point.resident
+def _chain(model: StepTimeModel, point: _Points, p: float, n: float) -> BatchChain | None:
+    """The batch chain at each point (:mod:`.batchchain`), or None where it does not apply:
+    the budget holds fewer than :data:`CHAIN_MIN_PROMPTS` prompts, or there is a pipeline.
+    Steps carry ``b`` decodes (the steady decode batch) and up to ``budget/P`` whole prompts; a
+    step without prompts is running only a fraction ``min(L, 1)`` of the time."""
     budget, _ = _budget(model)
-    decodes = resident * (n - 1) / np.maximum(state.steps, 1e-12)
     # One model and one cap along the whole load axis: switching either as the decodes grow
     # would make TTFT fall with load. (With chunked prefill the decodes' share of the budget
     # only delays a part of the last prompt.)
-    whole = min(math.floor(budget / p), CHAIN_MAX_PROMPTS)
-    cap = np.full(resident.shape, max(whole, 1), dtype=np.int64)
-    uses = np.full(
-        resident.shape,
-        whole >= CHAIN_MIN_PROMPTS and model.inventory.pipeline_parallel_size == 1,
-    )
-    size = int(cap.max()) + 1
+    cap_prompts = min(math.floor(budget / p), CHAIN_MAX_PROMPTS)
+    if cap_prompts < CHAIN_MIN_PROMPTS or model.inventory.pipeline_parallel_size != 1:
+        return None
+    resident = point.resident
+    decodes = resident * (n - 1) / np.maximum(point.state.steps, 1e-12)
+    size = cap_prompts + 1
     count = resident.size
     prompts = np.tile(np.arange(1, size, dtype=np.float64), count)
     ctx = p + n / 2
@@ -173,7 +166,7 @@ def _chain(
     step = np.empty((count, size))
     step[:, 0] = times[:count] * np.minimum(resident, 1.0)
     step[:, 1:] = times[count:].reshape(count, size - 1)
-    return batch_chain(step, point.rate_per_s, cap=cap), uses
+    return batch_chain(step, point.rate_per_s, cap=np.full(count, cap_prompts, dtype=np.int64))
 
 
 def _ttft_quantiles(
@@ -255,8 +248,8 @@ def open_loop(
     mean_step = float(state.mean_step_s[0])
     share = float(state.mix_share[0])
     mix_step = float(state.mix_step_s[0])
-    chain, uses = _chain(model, point, p, n)
-    if bool(uses[0]):
+    chain = _chain(model, point, p, n)
+    if chain is not None:
         ttft_mean = z + float(chain.mean_s()[0])
         quantiles = {q: z + float(chain.quantile_s(q)[0]) for q in (0.5, 0.95, 0.99)}
     else:
@@ -299,8 +292,8 @@ class OpenLoopCurve:
     """The open-loop steady state along the whole load axis, one entry per grid point (arrays of
     one shape, rates strictly increasing; the last point is the saturation rate).
 
-    Where :attr:`uses_chain` holds, TTFT follows the batch chain (:attr:`chain`) as in
-    :func:`open_loop`. Elsewhere it is ``fixed_s + R + W``: ``R`` is ``0`` with
+    With a batch chain (:attr:`chain`), TTFT follows it as in :func:`open_loop`. Without one
+    it is ``fixed_s + R + W``: ``R`` is ``0`` with
     probability ``1 − busy``, else uniform on ``[0, τ_mix]`` (probability
     ``busy·mix_time_share``) or on ``[0, τ_dec]``; ``W`` is ``0`` with probability ``ρ``'s
     complement, else exponential of mean ``W_q/ρ``. :meth:`ttft_quantile` inverts that
@@ -328,25 +321,17 @@ class OpenLoopCurve:
     prefill_utilization: np.ndarray
     request_overhead_s: float = 0.0
     chain: BatchChain | None = None
-    """The batch chain at each point (None: none applies)."""
-    uses_chain: np.ndarray | None = None
-    """Where :attr:`chain` gives TTFT instead of ``fixed + R + W``."""
-
-    def _chained(self, chain_value: np.ndarray, other: np.ndarray) -> np.ndarray:
-        if self.chain is None or self.uses_chain is None:
-            return other
-        return np.asarray(np.where(self.uses_chain, chain_value, other), dtype=np.float64)
+    """The batch chain at each point, which then gives TTFT (None: ``fixed + R + W`` does)."""
 
     @property
     def ttft_mean_s(self) -> np.ndarray:
-        """``fixed + busy·E[τ²]/(2E[τ]) + W_q``, or the batch chain's mean where it applies."""
+        """``fixed + busy·E[τ²]/(2E[τ]) + W_q``, or the batch chain's mean."""
+        if self.chain is not None:
+            return np.asarray(self.request_overhead_s + self.chain.mean_s())
         residual = 0.5 * (
             self.mix_time_share * self.mix_step_s + (1 - self.mix_time_share) * self.decode_step_s
         )
-        plain = np.asarray(self.fixed_s + self.busy * residual + self.prefill_wait_mean_s)
-        if self.chain is None:
-            return plain
-        return self._chained(self.request_overhead_s + self.chain.mean_s(), plain)
+        return np.asarray(self.fixed_s + self.busy * residual + self.prefill_wait_mean_s)
 
     def ttft_cdf(self, ttft_s: np.ndarray | float) -> np.ndarray:
         """``P(TTFT <= ttft_s)`` at every point (``ttft_s`` broadcast against the grid).
@@ -354,6 +339,11 @@ class OpenLoopCurve:
         With ``U·a + E`` for a uniform ``U`` on ``[0, 1]`` and an exponential ``E`` of mean
         ``m``: ``P(U·a + E <= t) = (min(t, a) − m·(e^{−(t − min(t, a))/m} − e^{−t/m}))/a``.
         """
+        if self.chain is not None:
+            after = np.broadcast_to(
+                np.asarray(ttft_s, dtype=np.float64) - self.request_overhead_s, self.fixed_s.shape
+            )
+            return np.asarray(np.clip(self.chain.cdf(after), 0.0, 1.0), dtype=np.float64)
         t = np.asarray(ttft_s, dtype=np.float64) - self.fixed_s
         rho = self.prefill_utilization
         wait = self.prefill_wait_mean_s
@@ -379,18 +369,15 @@ class OpenLoopCurve:
             share * uniform_plus_wait(self.mix_step_s)
             + (1 - share) * uniform_plus_wait(self.decode_step_s)
         )
-        plain = np.asarray(np.where(t < 0, 0.0, np.clip(cdf, 0.0, 1.0)), dtype=np.float64)
-        if self.chain is None:
-            return plain
-        after = np.broadcast_to(
-            np.asarray(ttft_s, dtype=np.float64) - self.request_overhead_s, self.fixed_s.shape
-        )
-        return self._chained(np.clip(self.chain.cdf(after), 0.0, 1.0), plain)
+        return np.asarray(np.where(t < 0, 0.0, np.clip(cdf, 0.0, 1.0)), dtype=np.float64)
 
     def ttft_quantile(self, q: float) -> np.ndarray:
-        """The ``q``-quantile of TTFT at every point, by bisection on :meth:`ttft_cdf`."""
+        """The ``q``-quantile of TTFT at every point, by bisection on :meth:`ttft_cdf` (on the
+        batch chain's own law when there is one)."""
         if not 0.0 < q < 1.0:
             raise ValueError(f"q must be in (0, 1), got {q}")
+        if self.chain is not None:
+            return np.asarray(self.request_overhead_s + self.chain.quantile_s(q))
         rho = self.prefill_utilization
         wait = self.prefill_wait_mean_s
         mean_exp = np.where((rho > 0) & (wait > 0), wait / np.maximum(rho, 1e-300), 0.0)
@@ -399,9 +386,6 @@ class OpenLoopCurve:
         high = (
             low + np.maximum(self.mix_step_s, self.decode_step_s) + mean_exp * math.log(1 / (1 - q))
         )
-        if self.chain is not None:
-            low = np.minimum(low, self.request_overhead_s)
-            high = np.maximum(high, self.request_overhead_s + 2 * np.max(self.chain.step_s, 1))
         for _ in range(QUANTILE_BISECTIONS):
             mid = 0.5 * (low + high)
             below = self.ttft_cdf(mid) < q
@@ -435,7 +419,6 @@ class OpenLoopCurve:
             prefill_utilization=self.prefill_utilization[i],
             request_overhead_s=self.request_overhead_s,
             chain=None if self.chain is None else self.chain.take(i),
-            uses_chain=None if self.uses_chain is None else self.uses_chain[i],
         )
 
     def interpolate(self, values: np.ndarray, rate_per_s: float) -> float:
@@ -477,7 +460,7 @@ def open_loop_curve(
     share = state.mix_share
     resident = point.resident
     z = model.engine.request_overhead_s
-    chain, uses = _chain(model, point, p, n)
+    chain = _chain(model, point, p, n)
 
     def kept(values: np.ndarray) -> np.ndarray:
         return np.asarray(values[keep], dtype=np.float64)
@@ -498,6 +481,5 @@ def open_loop_curve(
         prefill_wait_mean_s=kept(point.queue_s),
         prefill_utilization=kept(point.prefill_utilization),
         request_overhead_s=z,
-        chain=chain.take(np.flatnonzero(keep)),
-        uses_chain=uses[keep],
+        chain=None if chain is None else chain.take(np.flatnonzero(keep)),
     )
