@@ -191,6 +191,23 @@ class FastStepTimeAdapter:
             total = self.fast.step_s(0.0, 0.0, 0.0, 0.0, b, ctx if ctx > b else b)
         return total if total > MIN_STEP_S else MIN_STEP_S
 
+    def decode_run_s(self, decode_seqs: int, decode_context_tokens: np.ndarray) -> np.ndarray:
+        """Durations of pure-decode steps of ``decode_seqs`` sequences, one per context (each
+        equal to :meth:`single_step_s` ``(0, 0, B, C, B)``, the batch's terms looked up once)."""
+        b = float(decode_seqs)
+        contexts = np.asarray(decode_context_tokens, dtype=np.float64)
+        if contexts.size and not (
+            0.0 <= b < _INF and contexts.min() >= 0.0 and contexts.max() < _INF
+        ):
+            raise ValueError(
+                f"step features must be finite and >= 0, got decode_seqs={b}, "
+                f"decode_context_tokens in [{contexts.min()}, {contexts.max()}]"
+            )
+        durations = np.array(
+            self.fast.decode_steps_s(b, np.maximum(contexts, b).tolist()), dtype=np.float64
+        )
+        return np.maximum(durations, MIN_STEP_S)
+
 
 def steptime_adapter(
     model: RooflineStepModel, *, exact: bool = False

@@ -276,6 +276,12 @@ class Engine:
         self._step_s: Callable[[int, float, int, int, int], float] | None = (
             scalar if callable(scalar) else None
         )
+        # And one that can cost a run of pure-decode steps of one batch (``decode_run_s``,
+        # equal to its vectorised call on those steps) is called that way for decode runs.
+        run_s = getattr(step_time, "decode_run_s", None)
+        self._decode_run_s: Callable[[int, np.ndarray], np.ndarray] | None = (
+            run_s if callable(run_s) else None
+        )
         # One-step feature buffers, reused for every single-step evaluation.
         self._features = (
             np.zeros(1, dtype=np.int64),
@@ -1149,9 +1155,14 @@ class Engine:
             return
         nb = run.batch
         ctx = np.arange(run.context + k * nb, run.context + (k + m) * nb, nb, dtype=np.int64)
-        batch = np.full(m, nb, dtype=np.int64)
-        zeros = np.zeros(m, dtype=np.int64)
-        dur = np.asarray(self.step_time(zeros, np.zeros(m), batch, ctx, batch), dtype=np.float64)
+        if self._decode_run_s is not None:
+            dur = np.asarray(self._decode_run_s(nb, ctx), dtype=np.float64)
+        else:
+            batch = np.full(m, nb, dtype=np.int64)
+            zeros = np.zeros(m, dtype=np.int64)
+            dur = np.asarray(
+                self.step_time(zeros, np.zeros(m), batch, ctx, batch), dtype=np.float64
+            )
         if not (dur.min() > 0 and np.isfinite(dur.max())):
             raise ValueError("step time must be finite and > 0")
         run.ahead_durations = (

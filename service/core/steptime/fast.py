@@ -388,6 +388,35 @@ class FastStepTime:
             total += part
         return total
 
+    def decode_steps_s(self, decode_sequences: float, contexts: list[float]) -> list[float]:
+        """:meth:`step_s` of pure-decode steps of one batch size, one per decode context
+        (the same sum in the same order, so each equals ``step_s(0, 0, 0, 0, B, C)`` exactly);
+        the terms that depend only on the batch are looked up once."""
+        i = int(decode_sequences)
+        if i == decode_sequences and i < len(self._tokens.values):
+            by_tokens = self._tokens.values[i]
+        else:
+            by_tokens = _count(self._tokens, decode_sequences)
+        values = self._sequences.values
+        if i == decode_sequences and i < len(values):
+            base = by_tokens + values[i]
+        else:
+            base = by_tokens + _count(self._sequences, decode_sequences)
+        dp = self._dp
+        b = decode_sequences / dp
+        if not b > 0:
+            return [base] * len(contexts)
+        parts = [att.decode_s for att in self._attention]
+        out: list[float] = []
+        append = out.append
+        for context in contexts:
+            total = base
+            ctx = context / dp
+            for decode_s in parts:
+                total += decode_s(b, ctx)
+            append(total)
+        return out
+
 
 def _count(table: _CountTable, count: float) -> float:
     """``table`` at ``count``: tabulated up to :data:`TABLE_LIMIT`, else evaluated."""

@@ -12,7 +12,12 @@ from service.calibration import load_measured_profile
 from service.core.architecture import parse_architecture
 from service.core.hardware import datasheet_spec
 from service.core.simulation import EngineConfig, simulate
-from service.core.simulation.adapters import MIN_STEP_S, step_work, steptime_adapter
+from service.core.simulation.adapters import (
+    MIN_STEP_S,
+    FastStepTimeAdapter,
+    step_work,
+    steptime_adapter,
+)
 from service.core.steptime import StepTimeModel, StepWork, build_step_model
 from service.core.traffic import FixedLength, open_loop_workload
 
@@ -129,3 +134,64 @@ def test_skipping_decode_runs_is_exact_with_the_adapter(model: StepTimeModel) ->
     slow = simulate(workload, cfg, f, skip_decode_runs=False)
     np.testing.assert_array_equal(fast.finish_s, slow.finish_s)
     np.testing.assert_array_equal(fast.first_token_s, slow.first_token_s)
+
+
+def test_a_decode_run_costs_each_step_as_a_single_step(model: StepTimeModel) -> None:
+    f = steptime_adapter(model)
+    assert isinstance(f, FastStepTimeAdapter)
+    for batch in (1, 7, 64, 300):
+        contexts = batch * np.arange(1, 4000, 37, dtype=np.int64)
+        contexts[0] = 0  # below the batch: costed as one token per sequence
+        run = f.decode_run_s(batch, contexts)
+        one_by_one = [f.single_step_s(0, 0.0, batch, int(c), batch) for c in contexts]
+        np.testing.assert_array_equal(run, np.array(one_by_one))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["openai/gpt-oss-120b", "Qwen/Qwen3-Next-80B-A3B-Thinking"],
+    ids=["sliding-window", "linear-attention"],
+)
+def test_a_decode_run_of_other_layer_kinds_costs_each_step_as_a_single_step(name: str) -> None:
+    arch = parse_architecture(
+        json.loads((ROOT / "models" / f"{name.replace('/', '--')}.json").read_text()), name=name
+    )
+    f = steptime_adapter(build_step_model(arch, H100, engine="vllm"))
+    assert isinstance(f, FastStepTimeAdapter)
+    contexts = 16 * np.array([1, 100, 128, 129, 5000, 20000], dtype=np.int64)
+    run = f.decode_run_s(16, contexts)
+    np.testing.assert_array_equal(
+        run, np.array([f.single_step_s(0, 0.0, 16, int(c), 16) for c in contexts])
+    )
+    with pytest.raises(ValueError, match="finite"):
+        f.decode_run_s(16, np.array([-1]))
+
+
+def test_runs_costed_without_the_run_path_give_the_same_simulation() -> None:
+    model = build_step_model(LLAMA_8B, H100, engine="vllm", measured=load_measured_profile())
+    f = steptime_adapter(model)
+    assert isinstance(f, FastStepTimeAdapter)
+    single = f.single_step_s
+
+    class StepsOnly:
+        """The same model without ``decode_run_s``: runs are costed by the vectorised call."""
+
+        single_step_s = single
+
+        def __call__(self, *features: np.ndarray) -> np.ndarray:
+            return f(*features)
+
+    workload = open_loop_workload(
+        num_requests=300,
+        rate_per_s=20.0,
+        input_tokens=FixedLength(700),
+        output_tokens=FixedLength(90),
+        rng=np.random.default_rng(11),
+    )
+    cfg = EngineConfig(
+        max_num_batched_tokens=2048, max_num_seqs=64, block_size_tokens=16, num_kv_blocks=4096
+    )
+    with_runs = simulate(workload, cfg, f)
+    steps_only = simulate(workload, cfg, StepsOnly())
+    np.testing.assert_array_equal(with_runs.finish_s, steps_only.finish_s)
+    np.testing.assert_array_equal(with_runs.step_duration_s, steps_only.step_duration_s)
