@@ -3,7 +3,7 @@
 ``python -m bench.simulate`` prints:
 
 1. simulated requests per wall-second for 20,000 Poisson requests at 70 % of the saturation
-   rate (target: 10,000 on a 2-core machine; best of three interleaved wall times, the exact
+   rate (target: 10,000 on a 2-core machine; best of five interleaved wall times, the exact
    model once), measured in one run with three step-time models:
    a closed-form linear step time (the simulator alone), the step-time model of Llama-3.1-8B on
    an H100 evaluated exactly (``steptime_adapter(model, exact=True)``), and the same model
@@ -38,7 +38,7 @@ from service.core.traffic import FixedLength, OpenLoopWorkload, open_loop_worklo
 
 CATALOGUE = Path(__file__).resolve().parent.parent / "models"
 INPUT_TOKENS, OUTPUT_TOKENS = 1024, 128
-REPEATS = 3
+REPEATS = 5
 
 
 def _engine() -> tuple[EngineConfig, StepTimeModel, int]:
