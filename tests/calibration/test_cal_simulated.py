@@ -346,3 +346,45 @@ def test_the_per_request_overhead_is_the_front_end_s() -> None:
     model = cal_compiled[served.group][0].with_engine(SIMULATOR_ENGINE_PROFILES["vllm"])
     own = SIMULATOR_ENGINE_PROFILES["vllm"].request_overhead_s
     assert request_overhead_s(served, model, SIMULATOR_ENGINE_PROFILES) == own
+
+
+# The issue's floor on the whole measured data: every replayable row of the catalogue's models
+# in e2e_serving.csv, calibration and out of sample together, replayed through the simulator
+# with SIMULATOR_ENGINE_PROFILES. Reached (``python -m bench.accuracy --simulate``, "every
+# replayable row"): TensorRT-LLM 24.8 / 7.8 over 472 rows, vLLM 18.0 / 8.4 over 190, SGLang
+# 16.9 / 8.1 over 80 (TTFT / TPOT MAPE, %). TensorRT-LLM's calibration rows alone stay at
+# 26.3 / 8.7 (the Llama-3.1-8B rows whose TTFT follows no documented mechanism). The steady-state
+# estimate on the same rows: 31.3 / 8.4, 32.2 / 8.3, 83.1 / 35.6.
+WHOLE_DATA_REACHED = {"trtllm": (24.8, 7.8), "vllm": (18.0, 8.4), "sglang": (16.9, 8.1)}
+WHOLE_DATA_ROWS = {"trtllm": 472, "vllm": 190, "sglang": 80}
+
+
+@cache
+def whole_data() -> dict[str, tuple[tuple[float, float], tuple[float, float]]]:
+    """Per engine: (simulator, steady-state estimate) TTFT and TPOT MAPE over every row."""
+    out = {}
+    for engine in sorted(WHOLE_DATA_REACHED):
+        rows: list[ServingCase] = []
+        models: Compiled = {}
+        for held in (False, True):
+            cases, compiled = steady_rows(held_out=held)
+            rows += [c for c in cases if c.row.engine == engine and replayable(c)]
+            models.update(compiled)
+        assert len(rows) == WHOLE_DATA_ROWS[engine]
+        steady = evaluate_serving(rows, models)
+        out[engine] = (
+            mape(rows, *simulate_cases(rows, models, SIMULATOR_ENGINE_PROFILES)),
+            mape(rows, steady.ttft_s, steady.tpot_s),
+        )
+    return out
+
+
+@pytest.mark.parametrize("engine", sorted(WHOLE_DATA_REACHED))
+def test_every_measured_row_meets_the_floor_through_the_simulator(engine: str) -> None:
+    (ttft, tpot), (steady_ttft, steady_tpot) = whole_data()[engine]
+    reached_ttft, reached_tpot = WHOLE_DATA_REACHED[engine]
+    assert ttft <= min(reached_ttft + MARGIN, FLOOR[0])
+    assert tpot <= min(reached_tpot + MARGIN, FLOOR[1])
+    assert ttft < steady_ttft
+    # TPOT is the steady state's strength: the simulator matches it (vLLM 8.4 against 8.3 %).
+    assert tpot < steady_tpot + 0.5

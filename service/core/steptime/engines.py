@@ -37,7 +37,10 @@ with a second set, fitted through the simulator replaying each row's benchmark
 vLLM 2.20 ms per step, 6.4 µs per eager layer, 23.0 ms per request, compute 1.24, memory 0.91;
 TensorRT-LLM 1.62 ms, 202 µs, 6.0 ms, 1.02, 0.70; SGLang borrows vLLM's. The steady-state
 request overheads above are larger because they also absorb the prompt queueing that the
-simulator produces itself.
+simulator produces itself. A request overhead belongs to the front-end it was fitted behind:
+vLLM's behind ``vllm serve`` (Python), TensorRT-LLM's behind Dynamo's Rust front-end, which the
+replay of vLLM and SGLang rows served through Dynamo borrows
+(:func:`service.calibration.simulated.request_overhead_s`).
 """
 
 from __future__ import annotations
