@@ -619,7 +619,8 @@ class Engine:
         whole_batch = True
         if run.size:
             c_run = comp[run]
-            want = tab.num_tokens[run] - c_run  # >= 1 for every running request
+            after = tab.num_tokens[run]
+            want = after - c_run  # >= 1 for every running request
             used = int(_sum(want))
             if used <= self.budget and not self.sarathi:
                 tokens_run = want  # everyone gets all it wants
@@ -627,7 +628,8 @@ class Engine:
                 tokens_run = self._budget_running(run, c_run, want)
                 used = int(_sum(tokens_run))
                 whole_batch = False
-            need = (c_run + tokens_run + (self.bs - 1)) // self.bs - tab.blocks[run]
+                after = c_run + tokens_run
+            need = (after + (self.bs - 1)) // self.bs - tab.blocks[run]
             np.maximum(need, 0, out=need)
             total = int(_sum(need))
             if total <= self.free:
@@ -1035,16 +1037,20 @@ class Engine:
         newc = p.computed_before + p.tokens
         tab.computed[ids] = newc
         emit = newc == tab.num_tokens[ids]
-        em = ids if np.count_nonzero(emit) == emit.size else ids[emit]
+        # A request that emits has computed all its tokens: it now holds one more.
+        if emit.all():
+            em, ntok = ids, newc + 1
+        else:
+            em, ntok = ids[emit], newc[emit] + 1
         ne = int(em.size)
         weight = 0
         hidden = _EMPTY
         if ne:
-            tab.num_tokens[em] += 1
+            tab.num_tokens[em] = ntok
             # A token is a regular ITL sample (gap = this step's duration) iff the request's
             # previous token came out when this step started.
             regular = tab.last_token[em] == p.start_s
-            if np.count_nonzero(regular) == regular.size:
+            if regular.all():
                 weight = int(np.count_nonzero(tab.in_window[em]))
             else:
                 weight = int(np.count_nonzero(tab.in_window[em[regular]]))
@@ -1070,7 +1076,7 @@ class Engine:
             if hidden.size:
                 tab.last_token[hidden] = np.nan
                 ne -= int(hidden.size)
-            done = em if self.prefill_only else em[tab.num_tokens[em] >= tab.final_tokens[em]]
+            done = em if self.prefill_only else em[ntok >= tab.final_tokens[em]]
             if done.size:
                 self._leave(done, end)
         cols = self.log.columns
