@@ -355,15 +355,7 @@ class FastStepTime:
         tokens = prefill_tokens + decode_sequences
         sequences = prefill_sequences + decode_sequences
         table = self._tokens_prefill if prefill_tokens > 0 else self._tokens
-        values = table.values
-        i = int(tokens)
-        by_tokens = values[i] if i == tokens and i < len(values) else _count(table, tokens)
-        values = self._sequences.values
-        i = int(sequences)
-        if i == sequences and i < len(values):
-            total = by_tokens + values[i]
-        else:
-            total = by_tokens + _count(self._sequences, sequences)
+        total = self._by_counts(table, tokens, sequences)
         dp = self._dp
         b = decode_sequences / dp
         s = prefill_sequences / dp
@@ -388,20 +380,23 @@ class FastStepTime:
             total += part
         return total
 
+    def _by_counts(self, table: _CountTable, tokens: float, sequences: float) -> float:
+        """``T(tokens) + S(sequences)``: the terms tabulated over the step's token and sequence
+        counts (``table`` is the token table for steps with or without a prefill)."""
+        values = table.values
+        i = int(tokens)
+        by_tokens = values[i] if i == tokens and i < len(values) else _count(table, tokens)
+        values = self._sequences.values
+        i = int(sequences)
+        if i == sequences and i < len(values):
+            return by_tokens + values[i]
+        return by_tokens + _count(self._sequences, sequences)
+
     def decode_steps_s(self, decode_sequences: float, contexts: list[float]) -> list[float]:
         """:meth:`step_s` of pure-decode steps of one batch size, one per decode context
         (the same sum in the same order, so each equals ``step_s(0, 0, 0, 0, B, C)`` exactly);
         the terms that depend only on the batch are looked up once."""
-        i = int(decode_sequences)
-        if i == decode_sequences and i < len(self._tokens.values):
-            by_tokens = self._tokens.values[i]
-        else:
-            by_tokens = _count(self._tokens, decode_sequences)
-        values = self._sequences.values
-        if i == decode_sequences and i < len(values):
-            base = by_tokens + values[i]
-        else:
-            base = by_tokens + _count(self._sequences, decode_sequences)
+        base = self._by_counts(self._tokens, decode_sequences, decode_sequences)
         dp = self._dp
         b = decode_sequences / dp
         if not b > 0:

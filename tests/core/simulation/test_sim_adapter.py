@@ -120,8 +120,8 @@ def test_durations_are_positive_even_for_an_empty_step() -> None:
 
 def test_skipping_decode_runs_is_exact_with_the_adapter(model: StepTimeModel) -> None:
     workload = open_loop_workload(
-        num_requests=40,
-        rate_per_s=4.0,
+        num_requests=120,
+        rate_per_s=12.0,
         input_tokens=FixedLength(300),
         output_tokens=FixedLength(40),
         rng=np.random.default_rng(7),
@@ -130,10 +130,24 @@ def test_skipping_decode_runs_is_exact_with_the_adapter(model: StepTimeModel) ->
         max_num_batched_tokens=512, max_num_seqs=16, block_size_tokens=16, num_kv_blocks=4096
     )
     f = steptime_adapter(model)
+    assert isinstance(f, FastStepTimeAdapter)
+    single = f.single_step_s
+
+    class StepsOnly:
+        """The same model without ``decode_run_s``: runs are costed by the vectorised call."""
+
+        single_step_s = single
+
+        def __call__(self, *features: np.ndarray) -> np.ndarray:
+            return f(*features)
+
     fast = simulate(workload, cfg, f)
     slow = simulate(workload, cfg, f, skip_decode_runs=False)
     np.testing.assert_array_equal(fast.finish_s, slow.finish_s)
     np.testing.assert_array_equal(fast.first_token_s, slow.first_token_s)
+    vectorised = simulate(workload, cfg, StepsOnly())
+    np.testing.assert_array_equal(fast.finish_s, vectorised.finish_s)
+    np.testing.assert_array_equal(fast.step_duration_s, vectorised.step_duration_s)
 
 
 def test_a_decode_run_costs_each_step_as_a_single_step(model: StepTimeModel) -> None:
@@ -165,33 +179,3 @@ def test_a_decode_run_of_other_layer_kinds_costs_each_step_as_a_single_step(name
     )
     with pytest.raises(ValueError, match="finite"):
         f.decode_run_s(16, np.array([-1]))
-
-
-def test_runs_costed_without_the_run_path_give_the_same_simulation() -> None:
-    model = build_step_model(LLAMA_8B, H100, engine="vllm", measured=load_measured_profile())
-    f = steptime_adapter(model)
-    assert isinstance(f, FastStepTimeAdapter)
-    single = f.single_step_s
-
-    class StepsOnly:
-        """The same model without ``decode_run_s``: runs are costed by the vectorised call."""
-
-        single_step_s = single
-
-        def __call__(self, *features: np.ndarray) -> np.ndarray:
-            return f(*features)
-
-    workload = open_loop_workload(
-        num_requests=300,
-        rate_per_s=20.0,
-        input_tokens=FixedLength(700),
-        output_tokens=FixedLength(90),
-        rng=np.random.default_rng(11),
-    )
-    cfg = EngineConfig(
-        max_num_batched_tokens=2048, max_num_seqs=64, block_size_tokens=16, num_kv_blocks=4096
-    )
-    with_runs = simulate(workload, cfg, f)
-    steps_only = simulate(workload, cfg, StepsOnly())
-    np.testing.assert_array_equal(with_runs.finish_s, steps_only.finish_s)
-    np.testing.assert_array_equal(with_runs.step_duration_s, steps_only.step_duration_s)
