@@ -284,7 +284,9 @@ def request_overhead_s(
     front-end the overhead fitted through it, on the TensorRT-LLM rows (every one of them ran
     behind it) — so vLLM and SGLang rows of the same sweep take the front-end's figure rather
     than the one fitted behind ``vllm serve``. Without a TensorRT-LLM profile in ``profiles``
-    (or for TensorRT-LLM rows themselves) the row's own engine profile answers.
+    (or for TensorRT-LLM rows themselves) the row's own engine profile answers. (A fit of vLLM
+    or SGLang constants on rows served through Dynamo would therefore not move their overhead;
+    the vLLM fit uses the InferenceMAX rows, served by ``vllm serve``.)
     """
     own = model.engine.request_overhead_s
     if not benchmark_client(case).dynamo_frontend or profiles is None:

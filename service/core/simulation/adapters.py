@@ -195,13 +195,14 @@ class FastStepTimeAdapter:
         """Durations of pure-decode steps of ``decode_seqs`` sequences, one per context (each
         equal to :meth:`single_step_s` ``(0, 0, B, C, B)``, the batch's terms looked up once)."""
         b = float(decode_seqs)
-        contexts = np.asarray(decode_context_tokens, dtype=np.float64)
-        if contexts.size and not (
-            0.0 <= b < _INF and contexts.min() >= 0.0 and contexts.max() < _INF
+        contexts = np.ravel(np.asarray(decode_context_tokens, dtype=np.float64))
+        if not (0.0 <= b < _INF) or (
+            contexts.size and not (contexts.min() >= 0.0 and contexts.max() < _INF)
         ):
+            low, high = (contexts.min(), contexts.max()) if contexts.size else (None, None)
             raise ValueError(
                 f"step features must be finite and >= 0, got decode_seqs={b}, "
-                f"decode_context_tokens in [{contexts.min()}, {contexts.max()}]"
+                f"decode_context_tokens in [{low}, {high}]"
             )
         durations = np.array(
             self.fast.decode_steps_s(b, np.maximum(contexts, b).tolist()), dtype=np.float64

@@ -170,12 +170,20 @@ def test_a_decode_run_of_other_layer_kinds_costs_each_step_as_a_single_step(name
     arch = parse_architecture(
         json.loads((ROOT / "models" / f"{name.replace('/', '--')}.json").read_text()), name=name
     )
-    f = steptime_adapter(build_step_model(arch, H100, engine="vllm"))
-    assert isinstance(f, FastStepTimeAdapter)
     contexts = 16 * np.array([1, 100, 128, 129, 5000, 20000], dtype=np.int64)
-    run = f.decode_run_s(16, contexts)
-    np.testing.assert_array_equal(
-        run, np.array([f.single_step_s(0, 0.0, 16, int(c), 16) for c in contexts])
-    )
+    for ranks in (1, 2):
+        # Attention data parallelism splits the batch and its context over the ranks.
+        model = build_step_model(
+            arch, H100, engine="vllm", data_parallel_size=ranks, expert_parallel_size=ranks
+        )
+        f = steptime_adapter(model)
+        assert isinstance(f, FastStepTimeAdapter)
+        run = f.decode_run_s(16, contexts)
+        np.testing.assert_array_equal(
+            run, np.array([f.single_step_s(0, 0.0, 16, int(c), 16) for c in contexts])
+        )
+    assert isinstance(f, FastStepTimeAdapter)
     with pytest.raises(ValueError, match="finite"):
         f.decode_run_s(16, np.array([-1]))
+    with pytest.raises(ValueError, match="finite"):
+        f.decode_run_s(-1, np.array([], dtype=np.int64))
