@@ -183,6 +183,23 @@ Errors = dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]
 the simulator and then of the steady-state estimate."""
 
 
+def _row_errors(
+    mask: np.ndarray,
+    simulator: tuple[np.ndarray, np.ndarray],
+    steady: tuple[np.ndarray, np.ndarray],
+    ttft: np.ndarray,
+    tpot: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One row set's entry of :data:`Errors`: TTFT and TPOT errors of the ``mask`` rows through
+    the simulator, then of the steady-state estimate."""
+    return (
+        _ape(simulator[0][mask], ttft[mask]),
+        _ape(simulator[1][mask], tpot[mask]),
+        _ape(steady[0][mask], ttft[mask]),
+        _ape(steady[1][mask], tpot[mask]),
+    )
+
+
 def simulated(worst: int = 8) -> Errors:
     """TTFT and TPOT of every steady-state calibration row predicted through the simulator
     replaying each row's benchmark (:mod:`service.calibration.simulated`), next to the
@@ -228,12 +245,7 @@ def simulated(worst: int = 8) -> Errors:
     for engine in engines:
         mask = kept & np.array([c.row.engine == engine for c in cases])
         errors.setdefault(engine, []).append(
-            (
-                _ape(sim_ttft[mask], ttft[mask]),
-                _ape(sim_tpot[mask], tpot[mask]),
-                _ape(steady.ttft_s[mask], ttft[mask]),
-                _ape(steady.tpot_s[mask], tpot[mask]),
-            )
+            _row_errors(mask, (sim_ttft, sim_tpot), (steady.ttft_s, steady.tpot_s), ttft, tpot)
         )
     error = _ape(sim_ttft, ttft) + _ape(sim_tpot, tpot)
     print("\nWorst rows through the simulator (simulator constants), measured vs predicted (ms)")
@@ -276,12 +288,7 @@ def simulated_out_of_sample() -> Errors:
             cells.append(f"{t:>8.1f} / {p:<6.1f}")
         print(f"  {engine:<8} {model:<28} {int(mask.sum()):>5}  {cells[0]:>22}  {cells[1]:>24}")
         errors.setdefault(engine, []).append(
-            (
-                _ape(sim_ttft[mask], ttft[mask]),
-                _ape(sim_tpot[mask], tpot[mask]),
-                _ape(steady.ttft_s[mask], ttft[mask]),
-                _ape(steady.tpot_s[mask], tpot[mask]),
-            )
+            _row_errors(mask, (sim_ttft, sim_tpot), (steady.ttft_s, steady.tpot_s), ttft, tpot)
         )
     _vllm_default_budget(cases, compiled)
     return errors

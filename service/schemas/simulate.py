@@ -411,8 +411,9 @@ class SimulateRequest(_In):
     overheads: OverheadsIn | None = None
     """Client-side overheads; unset: the engine profile's fitted ``request_overhead_s`` as
     preprocessing (HTTP, tokenisation and first-token streaming together). That figure belongs
-    to the front-end it was fitted behind: vLLM's and SGLang's behind ``vllm serve`` (23 ms),
-    TensorRT-LLM's behind Dynamo's front-end (6 ms); behind another front-end, give its own."""
+    to the front-end it was fitted behind: vLLM's (which SGLang borrows) behind ``vllm serve``
+    (23 ms), TensorRT-LLM's behind Dynamo's front-end (6 ms); behind another front-end, give
+    its own."""
     disaggregation: DisaggregationIn | None = None
     """Run prefill and decode on separate pools (unset: every replica does both)."""
     use_measurements: bool = Field(default=True, examples=[True])
