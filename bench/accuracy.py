@@ -1,14 +1,14 @@
 """Accuracy of the step-time and serving models on measured H100 data.
 
 ``python -m bench.accuracy`` prints TTFT and TPOT errors (MAPE and median absolute percentage
-error) per engine and per model against ``service/data/h100/e2e_serving.csv``, for four
+error) per engine and per model against ``servesize/data/h100/e2e_serving.csv``, for four
 variants: the datasheet roofline before calibration, the same with the measured kernel
 tables, the fitted engine constants without the tables, and both (after calibration). It then
 prints the errors of the datasheet defaults on each kernel table and which rows were excluded,
 and why.
 ``--fit`` refits the engine constants first and prints them (minutes).
 ``--simulate`` replays every steady-state calibration row through the simulator as its
-benchmark ran (:mod:`service.calibration.simulated`) and prints per-engine MAPE side by side:
+benchmark ran (:mod:`servesize.calibration.simulated`) and prints per-engine MAPE side by side:
 steady-state estimate, simulator without calibration, with the mean-field constants and with the
 simulator's own constants, then the worst rows, the rows of catalogue models outside the
 calibration set (out of sample) and the errors over every replayable row together (minutes).
@@ -18,7 +18,7 @@ that record their client count only).
 
 Closed-loop TTFT at concurrency ``C`` is predicted as the steady state of ``C`` clients:
 request overhead + admission wait + the rest of the running step + the wait behind other
-prompts + the request's own prefill steps (see :mod:`service.core.steptime.serving`).
+prompts + the request's own prefill steps (see :mod:`servesize.core.steptime.serving`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from service.calibration import (
+from servesize.calibration import (
     CALIBRATION_MODELS,
     AccuracyReport,
     ErrorPair,
@@ -44,16 +44,16 @@ from service.calibration import (
     resolve_cases,
     steady_state_cases,
 )
-from service.calibration.cases import Group, ServingCase
-from service.calibration.fitting import fit_simulator_constants
-from service.calibration.simulated import benchmark_client, replayable, simulate_cases
-from service.catalog import ModelCatalog
-from service.core.architecture import Architecture
-from service.core.simulation import EngineConfig
-from service.core.steptime import ENGINE_PROFILES, EngineProfile, StepTimeModel
-from service.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
+from servesize.calibration.cases import Group, ServingCase
+from servesize.calibration.fitting import fit_simulator_constants
+from servesize.calibration.simulated import benchmark_client, replayable, simulate_cases
+from servesize.catalog import ModelCatalog
+from servesize.core.architecture import Architecture
+from servesize.core.simulation import SchedulerConfig
+from servesize.core.steptime import ENGINE_PROFILES, EngineProfile, StepTimeModel
+from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
-CATALOGUE = Path(__file__).resolve().parent.parent / "models"
+CATALOGUE = Path(__file__).resolve().parent.parent / "servesize" / "data" / "models"
 
 
 def architectures(directory: Path = CATALOGUE) -> dict[str, Architecture]:
@@ -202,7 +202,7 @@ def _row_errors(
 
 def simulated(worst: int = 8) -> Errors:
     """TTFT and TPOT of every steady-state calibration row predicted through the simulator
-    replaying each row's benchmark (:mod:`service.calibration.simulated`), next to the
+    replaying each row's benchmark (:mod:`servesize.calibration.simulated`), next to the
     steady-state estimate on the same rows: without calibration (plain roofline), with the
     mean-field constants, and with the simulator's own constants (``SIMULATOR_ENGINE_PROFILES``)."""
     archs = {k: v for k, v in architectures().items() if k in CALIBRATION_MODELS}
@@ -306,7 +306,7 @@ def _vllm_default_budget(
         return
     default = ENGINE_PROFILES["vllm"].max_num_batched_tokens
 
-    def default_budget(case: ServingCase, config: EngineConfig) -> EngineConfig:
+    def default_budget(case: ServingCase, config: SchedulerConfig) -> SchedulerConfig:
         ranks = config.max_num_seqs // max(case.row.concurrency or 1, 1)
         return replace(config, max_num_batched_tokens=default * max(ranks, 1))
 

@@ -17,15 +17,15 @@ from functools import partial
 
 import numpy as np
 
-from service.core.simulation import (
-    EngineConfig,
+from servesize.core.simulation import (
     KVTransfer,
     LinearStepTime,
+    SchedulerConfig,
     SimulationResult,
     simulate,
     simulate_disaggregated,
 )
-from service.core.traffic import (
+from servesize.core.traffic import (
     LogNormalLength,
     OpenLoopWorkload,
     closed_loop_workload,
@@ -36,7 +36,7 @@ REPEATS = 2
 SEED = 20_240_611
 # A 7-8B-class model on one GPU, DistServe-style linear step time (illustrative coefficients).
 STEP = LinearStepTime(base_s=0.008, per_token_s=2e-5, per_context_token_s=2e-7)
-ENGINE = EngineConfig(
+ENGINE = SchedulerConfig(
     max_num_batched_tokens=8192, max_num_seqs=256, block_size_tokens=16, num_kv_blocks=40_000
 )
 
@@ -62,7 +62,7 @@ def _workload(rate_per_s: float, requests: int = 10_000) -> OpenLoopWorkload:
 def _scenarios() -> list[Scenario]:
     light = _workload(2.0)
     moderate = _workload(8.0)
-    tight = EngineConfig(
+    tight = SchedulerConfig(
         max_num_batched_tokens=8192, max_num_seqs=256, block_size_tokens=16, num_kv_blocks=3_000
     )
     fleet = _workload(24.0, requests=10_000)
@@ -74,7 +74,7 @@ def _scenarios() -> list[Scenario]:
         rng=np.random.default_rng(SEED),
         warmup_requests=500,
     )
-    prefill = EngineConfig(
+    prefill = SchedulerConfig(
         max_num_batched_tokens=8192, max_num_seqs=64, block_size_tokens=16, num_kv_blocks=20_000
     )
     transfer = KVTransfer(latency_s=0.002, bandwidth_bytes_per_s=25e9, kv_bytes_per_token=131_072)

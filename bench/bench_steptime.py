@@ -14,9 +14,9 @@ from collections.abc import Callable
 import numpy as np
 
 from bench.accuracy import architectures
-from service.calibration import load_measured_profile, reference_gpu
-from service.core.steptime import StepTimeModel, StepWork, build_step_model
-from service.core.steptime.serving import closed_loop
+from servesize.calibration import load_measured_profile, reference_gpu
+from servesize.core.steptime import StepTimeModel, StepWork, build_step_model
+from servesize.core.steptime.serving import closed_loop
 
 VECTOR_POINTS = 200_000
 SCALAR_POINTS = 500

@@ -21,34 +21,34 @@ from pathlib import Path
 
 import numpy as np
 
-from service.calibration import load_measured_profile, reference_gpu
-from service.catalog import ModelCatalog
-from service.core.memory import Deployment, plan_memory
-from service.core.simulation import (
+from servesize.calibration import load_measured_profile, reference_gpu
+from servesize.catalog import ModelCatalog
+from servesize.core.memory import Deployment, plan_memory
+from servesize.core.simulation import (
     ClientOverheads,
-    EngineConfig,
     LinearStepTime,
+    SchedulerConfig,
     SimulationResult,
     simulate,
 )
-from service.core.simulation import StepTimeModel as SimulatorStepTime
-from service.core.simulation.adapters import steptime_adapter
-from service.core.steptime import StepTimeModel, build_step_model, open_loop
-from service.core.traffic import FixedLength, OpenLoopWorkload, open_loop_workload
+from servesize.core.simulation import StepTimeModel as SimulatorStepTime
+from servesize.core.simulation.adapters import steptime_adapter
+from servesize.core.steptime import StepTimeModel, build_step_model, open_loop
+from servesize.core.traffic import FixedLength, OpenLoopWorkload, open_loop_workload
 
-CATALOGUE = Path(__file__).resolve().parent.parent / "models"
+CATALOGUE = Path(__file__).resolve().parent.parent / "servesize" / "data" / "models"
 INPUT_TOKENS, OUTPUT_TOKENS = 1024, 128
 REPEATS = 5
 
 
-def _engine() -> tuple[EngineConfig, StepTimeModel, int]:
+def _engine() -> tuple[SchedulerConfig, StepTimeModel, int]:
     arch = ModelCatalog(CATALOGUE).architecture("meta-llama/Llama-3.1-8B")
     gpu = reference_gpu("H100 SXM")
     plan = plan_memory(arch, gpu, Deployment(max_model_len=8192))
     res = plan.deployment
     model = build_step_model(arch, gpu, engine="vllm", measured=load_measured_profile())
     assert res.max_num_seqs is not None
-    engine = EngineConfig(
+    engine = SchedulerConfig(
         max_num_batched_tokens=res.max_num_batched_tokens,
         max_num_seqs=res.max_num_seqs,
         block_size_tokens=plan.kv_block_size,
@@ -69,7 +69,7 @@ def _workload(n: int, rate: float, seed: int) -> OpenLoopWorkload:
 
 
 def _timed(
-    n: int, rate: float, engine: EngineConfig, step_time: SimulatorStepTime
+    n: int, rate: float, engine: SchedulerConfig, step_time: SimulatorStepTime
 ) -> tuple[float, SimulationResult]:
     """Wall seconds of one simulation of the speed workload, and its result."""
     workload = _workload(n, rate, seed=1)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import time
 
-from service.calibration import load_measured_profile
-from service.catalog import ModelCatalog
-from service.core.hardware import datasheet_spec
-from service.core.sizing import SearchSpace, SizingTraffic, size
-from service.core.slo import LatencyTarget, ServiceLevelObjective
-from service.core.traffic import FixedLength
-from service.db.seed import datasheet_entries
-from service.settings import get_settings
+from servesize.calibration import load_measured_profile
+from servesize.catalog import ModelCatalog
+from servesize.core.hardware import datasheet_spec
+from servesize.core.sizing import SearchSpace, SizingTraffic, size
+from servesize.core.slo import LatencyTarget, ServiceLevelObjective
+from servesize.core.traffic import FixedLength
+from servesize.db.seed import datasheet_entries
+from servesize.settings import get_settings
 
 MODEL = "meta-llama/Llama-3.1-8B"
 PRICES = {"h100-sxm": 2.5, "h200-sxm": 3.5, "a100-sxm-80gb": 1.6, "l40s": 1.0, "l4": 0.5}

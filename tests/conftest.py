@@ -16,15 +16,15 @@ from fastapi.testclient import TestClient
 from hypothesis import settings as hypothesis_settings
 from sqlalchemy import insert, text
 
-from service.api.app import create_app
-from service.db import migrate
-from service.db.base import Base
-from service.db.engine import make_engine, make_sessionmaker, transaction
-from service.db.models import HardwareProfile
-from service.db.repository import ApiKeyRepository
-from service.db.seed import datasheet_rows
-from service.security import Scope
-from service.settings import Settings
+from servesize.api.app import create_app
+from servesize.db import migrate
+from servesize.db.base import Base
+from servesize.db.engine import make_engine, make_sessionmaker, transaction
+from servesize.db.models import HardwareProfile
+from servesize.db.repository import ApiKeyRepository
+from servesize.db.seed import datasheet_rows
+from servesize.security import Scope
+from servesize.settings import Settings
 from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
 
 # Property tests: no per-example deadline (a loaded CI machine is slow, not wrong) and a fixed

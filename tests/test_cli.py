@@ -15,9 +15,9 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from service import __version__
-from service.cli import app
-from service.settings import get_settings
+from servesize import __version__
+from servesize.cli import app
+from servesize.settings import get_settings
 
 runner = CliRunner()
 
@@ -79,7 +79,7 @@ def test_serve_migrates_and_answers_probes(tmp_path: Path) -> None:
     """What ``make run`` does: a fresh database is migrated and the probes answer 200."""
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'served.db'}"}
-    command = [sys.executable, "-m", "service", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "servesize", "serve", "--port", str(port)]
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -101,7 +101,7 @@ def test_serve_migrates_and_answers_probes(tmp_path: Path) -> None:
     assert ready.status_code == 200
 
 
-MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+MODELS_DIR = Path(__file__).resolve().parents[1] / "servesize" / "data" / "models"
 
 
 def test_models_list_and_show() -> None:
@@ -142,7 +142,7 @@ def test_models_pull_saves_the_config_verbatim(
         path.write_bytes(upstream)
         return path
 
-    monkeypatch.setattr("service.cli.download_config", fake_download)
+    monkeypatch.setattr("servesize.cli.download_config", fake_download)
     target = tmp_path / "catalogue"
     result = runner.invoke(app, ["models", "pull", "Qwen/Qwen3-8B", "--to", str(target)])
     assert result.exit_code == 0, result.output
@@ -156,7 +156,7 @@ def test_models_pull_reports_network_failure(
     def offline(model_id: str, revision: str | None) -> Path:
         raise OSError("network unreachable")
 
-    monkeypatch.setattr("service.cli.download_config", offline)
+    monkeypatch.setattr("servesize.cli.download_config", offline)
     result = runner.invoke(app, ["models", "pull", "Qwen/Qwen3-8B", "--to", str(tmp_path)])
     assert result.exit_code == 1
     assert "network unreachable" in result.output

@@ -7,8 +7,8 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from service.cli import app
-from service.core.sizing.slo_text import parse_duration_s, parse_slo
+from servesize.cli import app
+from servesize.core.sizing.slo_text import parse_duration_s, parse_slo
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.settings import Settings
+from servesize.settings import Settings
 
 
 def test_defaults_are_embedded_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:

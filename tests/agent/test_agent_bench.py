@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from service.agent.bench import (
+from servesize.agent.bench import (
     METHOD_VERSION,
     Suite,
     default_suite,
@@ -21,10 +21,10 @@ from service.agent.bench import (
     step_count,
     summarize,
 )
-from service.agent.cli import app
-from service.agent.probes import GIB, MIB, DeviceIdentity, NumpyCpuProbe
-from service.agent.upload import SavedMeasurement
-from service.schemas.measurements import GemmDtype, MeasurementUpload
+from servesize.agent.cli import app
+from servesize.agent.probes import GIB, MIB, DeviceIdentity, NumpyCpuProbe
+from servesize.agent.upload import SavedMeasurement
+from servesize.schemas.measurements import GemmDtype, MeasurementUpload
 
 PEAK_FLOP_PER_S = {"bf16": 800e12, "fp16": 400e12, "fp8": 1600e12}
 LAUNCH_FLOOR_S = 10e-6
@@ -227,7 +227,7 @@ def _torch_importable() -> bool:
 
 def test_agent_imports_neither_torch_nor_nvml() -> None:
     code = (
-        "import sys, service.agent.cli, service.agent.probes, service.agent.collectives; "
+        "import sys, servesize.agent.cli, servesize.agent.probes, servesize.agent.collectives; "
         "sys.exit(bool({'torch', 'pynvml'} & set(sys.modules)))"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from service.agent.cli import app
-from service.agent.endpoint import (
+from servesize.agent.cli import app
+from servesize.agent.endpoint import (
     EndpointTarget,
     LoadLevel,
     RequestRecord,
@@ -23,8 +23,8 @@ from service.agent.endpoint import (
     run_level,
     summarize_level,
 )
-from service.agent.upload import SavedMeasurement
-from service.schemas.measurements import EndpointLevel
+from servesize.agent.upload import SavedMeasurement
+from servesize.schemas.measurements import EndpointLevel
 from tests.agent.agent_fakes import Action, StreamingState, streaming_server
 
 FIRST_TOKEN_S = 0.050

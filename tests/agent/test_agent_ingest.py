@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from service.agent.cli import app
-from service.agent.ingest import (
+from servesize.agent.cli import app
+from servesize.agent.ingest import (
     IngestError,
     from_aiperf,
     from_guidellm,
@@ -21,8 +21,8 @@ from service.agent.ingest import (
     ingest_files,
     read_json_records,
 )
-from service.agent.upload import SavedMeasurement
-from service.schemas.measurements import LatencyStats
+from servesize.agent.upload import SavedMeasurement
+from servesize.schemas.measurements import LatencyStats
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -17,12 +17,12 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
-from service.agent.cli import app
-from service.agent.probes import host_memory_bytes
-from service.agent.upload import SavedMeasurement
-from service.api.app import create_app
-from service.security import Scope
-from service.settings import Settings
+from servesize.agent.cli import app
+from servesize.agent.probes import host_memory_bytes
+from servesize.agent.upload import SavedMeasurement
+from servesize.api.app import create_app
+from servesize.security import Scope
+from servesize.settings import Settings
 
 
 @pytest.fixture

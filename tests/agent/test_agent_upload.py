@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from service.agent.cli import app
-from service.agent.upload import (
+from servesize.agent.cli import app
+from servesize.agent.upload import (
     RetryPolicy,
     SavedMeasurement,
     UploadError,
@@ -20,7 +20,7 @@ from service.agent.upload import (
     retry_after_s,
     upload,
 )
-from service.schemas.measurements import BandwidthResult, MeasurementUpload, Provenance
+from servesize.schemas.measurements import BandwidthResult, MeasurementUpload, Provenance
 from tests.agent.agent_fakes import Answer, MeasurementState, measurement_server, problem
 
 TOKEN = "ssk_0123456789abcdef_secret"

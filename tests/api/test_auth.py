@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from service.security import Scope
+from servesize.security import Scope
 
 
 def bearer(key: str) -> dict[str, str]:

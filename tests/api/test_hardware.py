@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.security import Scope
+from servesize.security import Scope
 
 
 def bearer(key: str) -> dict[str, str]:

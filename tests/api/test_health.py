@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from service.db import migrate
+from servesize.db import migrate
 
 
 def test_livez_needs_nothing(client: TestClient) -> None:
@@ -22,8 +22,8 @@ def test_readyz_is_200_at_head(client: TestClient) -> None:
 
 
 def test_readyz_is_503_when_database_unreachable() -> None:
-    from service.api.app import create_app
-    from service.settings import Settings
+    from servesize.api.app import create_app
+    from servesize.settings import Settings
 
     unreachable = "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=1"
     with TestClient(create_app(Settings(database_url=unreachable))) as client:

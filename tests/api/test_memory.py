@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 GIB = 2**30
-MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "servesize" / "data" / "models"
 
 
 def plan(client: TestClient, **body: Any) -> Any:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.security import Scope
+from servesize.security import Scope
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "servesize" / "data" / "models"
 
 # Llama-3.1-8B by hand: per layer q,o 2·4096·4096 + k,v 2·4096·1024 + MLP 3·4096·14336
 # + 2 norms of 4096 = 218,112,000; × 32 layers = 6,979,584,000; + embedding and lm_head

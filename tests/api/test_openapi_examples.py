@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.routes.sizing import cache_clear
+from servesize.api.routes.sizing import cache_clear
 
 Json = dict[str, Any]
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.security import Scope
+from servesize.security import Scope
 
 # Llama-3.1-8B in bf16: 8,030,261,248 parameters · 2 B = 16.06 GB of weights (+ a 32 MiB RoPE
 # cache), read once per decode step. At the H100 SXM's 3.35 TB/s that is 4.79 ms: no decode

@@ -10,9 +10,9 @@ from fastapi import APIRouter
 from fastapi.testclient import TestClient
 from httpx2 import Response
 
-from service.api.deps import SessionDep
-from service.db.models import ApiKey
-from service.security import Scope
+from servesize.api.deps import SessionDep
+from servesize.db.models import ApiKey
+from servesize.security import Scope
 
 PROBLEM = "application/problem+json"
 

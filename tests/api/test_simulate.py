@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.routes.simulate import latency_out
-from service.core.simulation import LatencyStats
+from servesize.api.routes.simulate import latency_out
+from servesize.core.simulation import LatencyStats
 
 MODEL = "meta-llama/Llama-3.1-8B"
 

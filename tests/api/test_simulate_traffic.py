@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.simulation_runner import run_simulation
-from service.core.traffic import CLOSED_LOOP_WARNING
+from servesize.api.simulation_runner import run_simulation
+from servesize.core.traffic import CLOSED_LOOP_WARNING
 
 MODEL = "meta-llama/Llama-3.1-8B"
 # Llama-3.1-8B: 32 layers, 8 KV heads of 128, bf16: 2 · 32 · 8 · 128 · 2 bytes per token.
@@ -203,7 +203,7 @@ def test_a_running_simulation_does_not_block_the_server(
         waited.append(answered.wait(timeout=60))
         return run_simulation(*args, **kwargs)
 
-    monkeypatch.setattr("service.api.routes.simulate.run_simulation", held)
+    monkeypatch.setattr("servesize.api.routes.simulate.run_simulation", held)
     responses: list[Any] = []
     traffic = {"num_requests": 50, "input_tokens": 256, "output_tokens": 16}
     worker = threading.Thread(target=lambda: responses.append(sim(client, traffic=traffic)))

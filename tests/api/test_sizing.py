@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.routes.sizing import cache_clear, default_max_model_len
+from servesize.api.routes.sizing import cache_clear, default_max_model_len
 
 BODY: dict[str, Any] = {
     "model": "meta-llama/Llama-3.1-8B",

@@ -1,6 +1,6 @@
 """Regression guard: serving errors on the H100 set must not rise above what was reached.
 
-Figures reached with the constants in ``service/core/steptime/engines.py`` (calibrated
+Figures reached with the constants in ``servesize/core/steptime/engines.py`` (calibrated
 variant, the rows of ``CALIBRATION_MODELS`` the steady-state model applies to), in percent:
 
 | engine | TTFT MAPE | TPOT MAPE |
@@ -19,7 +19,7 @@ from functools import cache
 import pytest
 
 from bench.accuracy import report
-from service.calibration import CALIBRATION_MODELS, AccuracyReport
+from servesize.calibration import CALIBRATION_MODELS, AccuracyReport
 
 REACHED = {"trtllm": (33.2, 8.7), "vllm": (25.1, 7.8)}
 MARGIN = 1.5

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.calibration.fitting import FITTED_BOUNDS, SIMULATOR_FITTED, _fit
-from service.core.steptime import EngineProfile, engine_profile
+from servesize.calibration.fitting import FITTED_BOUNDS, SIMULATOR_FITTED, _fit
+from servesize.core.steptime import EngineProfile, engine_profile
 
 
 def test_a_fit_without_room_to_move_returns_its_start() -> None:

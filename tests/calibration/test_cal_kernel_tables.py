@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.calibration import (
+from servesize.calibration import (
     H100_DATA_DIRECTORY,
     load_attention_tables,
     load_collective_tables,
@@ -19,7 +19,7 @@ from service.calibration import (
     load_measured_profile,
     load_moe_tables,
 )
-from service.core.steptime import GemmTable, MeasuredProfile
+from servesize.core.steptime import GemmTable, MeasuredProfile
 
 
 @cache

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from service.calibration import (
+from servesize.calibration import (
     ServingMeasurement,
     catalogue_id_for,
     load_serving_measurements,
     reference_gpu,
     resolve_cases,
 )
-from service.core.architecture import Architecture, parse_architecture
+from servesize.core.architecture import Architecture, parse_architecture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,9 @@ def rows() -> tuple[ServingMeasurement, ...]:
 def catalogue(*names: str) -> dict[str, Architecture]:
     out = {}
     for name in names:
-        config = json.loads((ROOT / "models" / f"{name.replace('/', '--')}.json").read_text())
+        config = json.loads(
+            (ROOT / "servesize" / "data" / "models" / f"{name.replace('/', '--')}.json").read_text()
+        )
         out[name] = parse_architecture(config, name=name)
     return out
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bench.accuracy import architectures
-from service.calibration import (
+from servesize.calibration import (
     CALIBRATION_MODELS,
     ServingCase,
     compile_models,
@@ -24,8 +24,8 @@ from service.calibration import (
     resolve_cases,
     steady_state_cases,
 )
-from service.calibration.cases import Group
-from service.calibration.simulated import (
+from servesize.calibration.cases import Group
+from servesize.calibration.simulated import (
     AICONFIGURATOR_EVAL,
     INFERENCEMAX,
     benchmark_client,
@@ -38,10 +38,10 @@ from service.calibration.simulated import (
     sglang_mixes_chunks,
     simulate_cases,
 )
-from service.core.simulation import ClientOverheads, simulate
-from service.core.simulation.adapters import steptime_adapter
-from service.core.steptime import StepTimeModel
-from service.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
+from servesize.core.simulation import ClientOverheads, simulate
+from servesize.core.simulation.adapters import steptime_adapter
+from servesize.core.steptime import StepTimeModel
+from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
 Compiled = dict[Group, tuple[StepTimeModel, float]]
 

@@ -10,9 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from service.db import migrate
-from service.db.base import Base
-from service.db.engine import make_engine
+from servesize.db import migrate
+from servesize.db.base import Base
+from servesize.db.engine import make_engine
 from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
 
 

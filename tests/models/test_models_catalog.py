@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from service.catalog import (
+from servesize.catalog import (
     CatalogFileError,
     ModelCatalog,
     UnknownModelError,
     filename_for,
     model_id_from_filename,
 )
-from service.core.architecture import parse_architecture, summarize
-from service.core.errors import PlanningError
+from servesize.core.architecture import parse_architecture, summarize
+from servesize.core.errors import PlanningError
 
-MODELS = Path(__file__).resolve().parents[2] / "models"
+MODELS = Path(__file__).resolve().parents[2] / "servesize" / "data" / "models"
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "model_configs"
 FILES = sorted(MODELS.glob("*.json"))
 CATALOG = ModelCatalog(MODELS)

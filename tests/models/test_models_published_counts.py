@@ -23,9 +23,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from service.core.architecture import ParameterCounts, count_parameters, parse_architecture
+from servesize.core.architecture import ParameterCounts, count_parameters, parse_architecture
 
-MODELS = Path(__file__).resolve().parents[2] / "models"
+MODELS = Path(__file__).resolve().parents[2] / "servesize" / "data" / "models"
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "model_configs"
 
 

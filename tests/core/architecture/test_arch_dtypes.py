@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from service.core.dtypes import bits_per_element, bytes_for, bytes_per_element, canonical_dtype
+from servesize.core.dtypes import bits_per_element, bytes_for, bytes_per_element, canonical_dtype
 
 
 @pytest.mark.parametrize(

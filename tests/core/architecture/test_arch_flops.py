@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import flops_profile, parse_architecture
+from servesize.core.architecture import flops_profile, parse_architecture
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 
 def _config(filename: str) -> dict[str, Any]:

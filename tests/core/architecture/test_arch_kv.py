@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import (
+from servesize.core.architecture import (
     Architecture,
     kv_bytes_per_sequence,
     kv_footprint,
@@ -16,7 +16,7 @@ from service.core.architecture import (
     state_bytes_per_sequence,
 )
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 
 def _arch(filename: str) -> Architecture:

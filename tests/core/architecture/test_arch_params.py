@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import (
+from servesize.core.architecture import (
     GatedDeltaNet,
     LatentAttention,
     MultiHeadAttention,
@@ -21,7 +21,7 @@ from service.core.architecture import (
     parse_architecture,
 )
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 
 def _config(filename: str) -> dict[str, Any]:

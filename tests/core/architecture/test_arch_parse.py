@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import (
+from servesize.core.architecture import (
     Architecture,
     AttentionKind,
     DenseMlp,
@@ -18,9 +18,9 @@ from service.core.architecture import (
     parse_architecture,
     summarize,
 )
-from service.core.errors import FieldIssue, InvalidArchitectureError
+from servesize.core.errors import FieldIssue, InvalidArchitectureError
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 
 def _config(filename: str) -> dict[str, Any]:

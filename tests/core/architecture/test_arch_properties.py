@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.core.architecture import (
+from servesize.core.architecture import (
     Architecture,
     count_parameters,
     flops_profile,
@@ -19,9 +19,9 @@ from service.core.architecture import (
     parse_architecture,
     summarize,
 )
-from service.core.errors import InvalidArchitectureError
+from servesize.core.errors import InvalidArchitectureError
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 CATALOGUE: dict[str, dict[str, Any]] = {
     path.name: json.loads(path.read_text()) for path in sorted(MODELS.glob("*.json"))
 }

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import QuantizationSpec, parse_architecture
-from service.core.errors import InvalidArchitectureError
+from servesize.core.architecture import QuantizationSpec, parse_architecture
+from servesize.core.errors import InvalidArchitectureError
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 BASE: dict[str, Any] = json.loads((MODELS / "meta-llama--Llama-3.1-8B.json").read_text())
 

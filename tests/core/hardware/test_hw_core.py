@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.hardware import (
+from servesize.core.hardware import (
     BandwidthSample,
     CollectiveSample,
     GemmSample,

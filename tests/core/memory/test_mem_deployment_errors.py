@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.hardware import HardwareSpec, Interconnect
-from service.core.memory import GIB, Deployment, InvalidDeploymentError, plan_memory
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.memory import GIB, Deployment, InvalidDeploymentError, plan_memory
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 H100 = HardwareSpec(
     id="h100-sxm",
     vendor="NVIDIA",

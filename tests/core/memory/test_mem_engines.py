@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.hardware import HardwareSpec, Interconnect
-from service.core.memory import (
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.memory import (
     GIB,
     Deployment,
     MemoryConstants,
@@ -30,7 +30,7 @@ from service.core.memory import (
     vllm_kv_budget,
 )
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 
 def _gpu(name: str, gib: int) -> HardwareSpec:

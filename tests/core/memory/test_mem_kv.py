@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.memory import (
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.memory import (
     KvLayerSpec,
     concurrency_at,
     concurrency_for_lengths,
@@ -16,7 +16,7 @@ from service.core.memory import (
     resolve_kv_format,
 )
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 
 def _arch(filename: str) -> Architecture:

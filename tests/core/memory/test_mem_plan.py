@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.hardware import HardwareSpec, Interconnect
-from service.core.memory import (
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.memory import (
     GIB,
     USAGE_CATEGORIES,
     Deployment,
@@ -20,7 +20,7 @@ from service.core.memory import (
     plan_memory,
 )
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 
 def _gpu(name: str, gib: int) -> HardwareSpec:

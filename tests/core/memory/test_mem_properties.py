@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.hardware import HardwareSpec, Interconnect
-from service.core.memory import (
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.memory import (
     DEFAULT_CONSTANTS,
     GIB,
     USAGE_CATEGORIES,
@@ -24,7 +24,7 @@ from service.core.memory import (
     weight_ledger,
 )
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 H200 = HardwareSpec(
     id="h200",
     vendor="NVIDIA",

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.memory import GIB, InvalidDeploymentError, kv_budget
-from service.core.memory.formats import dense_format
-from service.core.memory.units import gib_text
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.memory import GIB, InvalidDeploymentError, kv_budget
+from servesize.core.memory.formats import dense_format
+from servesize.core.memory.units import gib_text
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
 
 def _arch(filename: str) -> Architecture:

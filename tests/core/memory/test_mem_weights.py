@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.hardware import HardwareSpec, Interconnect
-from service.core.memory import (
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.memory import (
     DEFAULT_CONSTANTS,
     GIB,
     Deployment,
@@ -22,12 +22,12 @@ from service.core.memory import (
     resolve_deployment,
     weight_ledger,
 )
-from service.core.memory.formats import FormatKind, WeightFormat
-from service.core.memory.inventory import stage_tensors
-from service.core.memory.scheme import is_unquantized_module
-from service.core.memory.sharding import pp_layer_ranges
+from servesize.core.memory.formats import FormatKind, WeightFormat
+from servesize.core.memory.inventory import stage_tensors
+from servesize.core.memory.scheme import is_unquantized_module
+from servesize.core.memory.sharding import pp_layer_ranges
 
-MODELS = Path(__file__).resolve().parents[3] / "models"
+MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 NO_ROPE = MemoryConstants(include_rope_cache=False)
 H200 = HardwareSpec(
     id="h200",

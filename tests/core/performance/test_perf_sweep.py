@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from service.catalog import ModelCatalog
-from service.core.hardware import HardwareSpec, datasheet_spec
-from service.core.memory import Deployment, plan_memory
-from service.core.steptime import build_step_model, closed_loop
-from service.db.seed import datasheet_entries
+from servesize.catalog import ModelCatalog
+from servesize.core.hardware import HardwareSpec, datasheet_spec
+from servesize.core.memory import Deployment, plan_memory
+from servesize.core.steptime import build_step_model, closed_loop
+from servesize.db.seed import datasheet_entries
 
-CATALOG = ModelCatalog(Path(__file__).resolve().parents[3] / "models")
+CATALOG = ModelCatalog(Path(__file__).resolve().parents[3] / "servesize" / "data" / "models")
 GPUS = {spec.id: spec for spec in (datasheet_spec(e) for e in datasheet_entries())}
 
 

@@ -5,8 +5,8 @@ from fractions import Fraction
 import pytest
 from scipy.stats import poisson
 
-from service.core.errors import UnstableQueueError
-from service.core.queueing import erlang_b, erlang_c
+from servesize.core.errors import UnstableQueueError
+from servesize.core.queueing import erlang_b, erlang_c
 
 
 def _erlang_c_by_definition(servers: int, offered_load: Fraction) -> Fraction:

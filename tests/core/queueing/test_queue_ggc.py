@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from service.core.errors import UnstableQueueError
-from service.core.queueing import allen_cunneen, ggc, kingman, mg1, mmc
+from servesize.core.errors import UnstableQueueError
+from servesize.core.queueing import allen_cunneen, ggc, kingman, mg1, mmc
 
 
 def test_kingman_with_exponential_variability_is_mm1() -> None:

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from service.core.queueing import littles_law
+from servesize.core.queueing import littles_law
 
 
 def test_seed_example_ten_per_second_for_two_seconds_is_twenty_in_flight() -> None:

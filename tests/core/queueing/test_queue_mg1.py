@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from service.core.errors import UnstableQueueError
-from service.core.queueing import mg1, service_scv_from_second_moment
+from servesize.core.errors import UnstableQueueError
+from servesize.core.queueing import mg1, service_scv_from_second_moment
 
 
 def test_md1_mean_wait_is_half_of_mm1() -> None:

@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from service.core.errors import UnstableQueueError
-from service.core.queueing import MMcResult, mmc
+from servesize.core.errors import UnstableQueueError
+from servesize.core.queueing import MMcResult, mmc
 
 
 def mm1() -> MMcResult:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from service.core.queueing import mmc
+from servesize.core.queueing import mmc
 
 ARRIVAL_RATE_PER_S = 1.5
 SERVICE_TIME_S = 1.0

@@ -5,7 +5,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.queueing import allen_cunneen, erlang_b, erlang_c, kingman, mg1, mmc
+from servesize.core.queueing import allen_cunneen, erlang_b, erlang_c, kingman, mg1, mmc
 
 utilizations = st.floats(0.0, 0.999)
 service_times_s = st.floats(1e-3, 1e3)

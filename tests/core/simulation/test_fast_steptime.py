@@ -13,20 +13,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.calibration import load_measured_profile
-from service.core.architecture import Architecture, parse_architecture
-from service.core.hardware import datasheet_spec
-from service.core.simulation import EngineConfig, simulate
-from service.core.simulation.adapters import (
+from servesize.calibration import load_measured_profile
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.hardware import datasheet_spec
+from servesize.core.simulation import SchedulerConfig, simulate
+from servesize.core.simulation.adapters import (
     MIN_STEP_S,
     FastStepTimeAdapter,
     StepTimeAdapter,
     steptime_adapter,
 )
-from service.core.steptime import StepTimeModel, StepWork, build_step_model
-from service.core.steptime.fast import TABLE_LIMIT, FastStepTime, fast_step_time
-from service.core.steptime.tables import MeasuredProfile
-from service.core.traffic import (
+from servesize.core.steptime import StepTimeModel, StepWork, build_step_model
+from servesize.core.steptime.fast import TABLE_LIMIT, FastStepTime, fast_step_time
+from servesize.core.steptime.tables import MeasuredProfile
+from servesize.core.traffic import (
     FixedLength,
     OpenLoopWorkload,
     UniformLength,
@@ -34,13 +34,13 @@ from service.core.traffic import (
 )
 
 ROOT = Path(__file__).resolve().parents[3]
-GPUS = json.loads((ROOT / "service" / "data" / "gpus.json").read_text())["gpus"]
+GPUS = json.loads((ROOT / "servesize" / "data" / "gpus.json").read_text())["gpus"]
 H100 = datasheet_spec(next(g for g in GPUS if g["name"] == "H100 SXM"))
 RTOL = 1e-12  # rounding only: a differently ordered sum, math.exp/log against numpy's
 
 
 def _arch(stem: str) -> Architecture:
-    card = json.loads((ROOT / "models" / f"{stem}.json").read_text())
+    card = json.loads((ROOT / "servesize" / "data" / "models" / f"{stem}.json").read_text())
     return parse_architecture(card, name=stem)
 
 
@@ -245,11 +245,11 @@ class _VectorOnly:
         )
 
 
-def _simulation_inputs() -> tuple[StepTimeModel, EngineConfig]:
+def _simulation_inputs() -> tuple[StepTimeModel, SchedulerConfig]:
     model = build_step_model(
         _arch("meta-llama--Llama-3.1-8B"), H100, measured=load_measured_profile()
     )
-    cfg = EngineConfig(
+    cfg = SchedulerConfig(
         max_num_batched_tokens=1024, max_num_seqs=32, block_size_tokens=16, num_kv_blocks=2000
     )
     return model, cfg

@@ -8,24 +8,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.calibration import load_measured_profile
-from service.core.architecture import parse_architecture
-from service.core.hardware import datasheet_spec
-from service.core.simulation import EngineConfig, simulate
-from service.core.simulation.adapters import (
+from servesize.calibration import load_measured_profile
+from servesize.core.architecture import parse_architecture
+from servesize.core.hardware import datasheet_spec
+from servesize.core.simulation import SchedulerConfig, simulate
+from servesize.core.simulation.adapters import (
     MIN_STEP_S,
     FastStepTimeAdapter,
     step_work,
     steptime_adapter,
 )
-from service.core.steptime import StepTimeModel, StepWork, build_step_model
-from service.core.traffic import FixedLength, open_loop_workload
+from servesize.core.steptime import StepTimeModel, StepWork, build_step_model
+from servesize.core.traffic import FixedLength, open_loop_workload
 
 ROOT = Path(__file__).resolve().parents[3]
-GPUS = json.loads((ROOT / "service" / "data" / "gpus.json").read_text())["gpus"]
+GPUS = json.loads((ROOT / "servesize" / "data" / "gpus.json").read_text())["gpus"]
 H100 = datasheet_spec(next(g for g in GPUS if g["name"] == "H100 SXM"))
 LLAMA_8B = parse_architecture(
-    json.loads((ROOT / "models" / "meta-llama--Llama-3.1-8B.json").read_text()),
+    json.loads(
+        (ROOT / "servesize" / "data" / "models" / "meta-llama--Llama-3.1-8B.json").read_text()
+    ),
     name="meta-llama/Llama-3.1-8B",
 )
 
@@ -126,7 +128,7 @@ def test_skipping_decode_runs_is_exact_with_the_adapter(model: StepTimeModel) ->
         output_tokens=FixedLength(40),
         rng=np.random.default_rng(7),
     )
-    cfg = EngineConfig(
+    cfg = SchedulerConfig(
         max_num_batched_tokens=512, max_num_seqs=16, block_size_tokens=16, num_kv_blocks=4096
     )
     f = steptime_adapter(model)
@@ -168,7 +170,10 @@ def test_a_decode_run_costs_each_step_as_a_single_step(model: StepTimeModel) -> 
 )
 def test_a_decode_run_of_other_layer_kinds_costs_each_step_as_a_single_step(name: str) -> None:
     arch = parse_architecture(
-        json.loads((ROOT / "models" / f"{name.replace('/', '--')}.json").read_text()), name=name
+        json.loads(
+            (ROOT / "servesize" / "data" / "models" / f"{name.replace('/', '--')}.json").read_text()
+        ),
+        name=name,
     )
     contexts = 16 * np.array([1, 100, 128, 129, 5000, 20000], dtype=np.int64)
     for ranks in (1, 2):

@@ -5,21 +5,21 @@ import math
 import numpy as np
 import pytest
 
-from service.core.simulation import (
+from servesize.core.simulation import (
     ConstantStepTime,
-    EngineConfig,
     LinearStepTime,
     RequestStatus,
+    SchedulerConfig,
     simulate,
 )
-from service.core.traffic import (
+from servesize.core.traffic import (
     CLOSED_LOOP_WARNING,
     FixedLength,
     GeometricLength,
     closed_loop_workload,
 )
 
-CONFIG = EngineConfig(
+CONFIG = SchedulerConfig(
     max_num_batched_tokens=256, max_num_seqs=16, block_size_tokens=16, num_kv_blocks=10_000
 )
 
@@ -63,7 +63,7 @@ def test_desynchronised_clients_match_the_response_time_law() -> None:
         think_process="exponential",
         warmup_requests=160,
     )
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=64, max_num_seqs=4, block_size_tokens=4, num_kv_blocks=1_000
     )
     model = LinearStepTime(base_s=0.005, per_token_s=1e-4)
@@ -109,7 +109,7 @@ def test_an_overloaded_closed_loop_is_stable_and_slow() -> None:
         rng=np.random.default_rng(0),
         warmup_requests=64,
     )
-    one_slot = EngineConfig(
+    one_slot = SchedulerConfig(
         max_num_batched_tokens=64, max_num_seqs=1, block_size_tokens=16, num_kv_blocks=64
     )
     s = simulate(w, one_slot, ConstantStepTime(0.01)).summary()

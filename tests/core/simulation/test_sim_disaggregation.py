@@ -8,18 +8,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.simulation import (
+from servesize.core.simulation import (
     ConstantStepTime,
-    EngineConfig,
     KVTransfer,
     LinearStepTime,
+    SchedulerConfig,
     SchedulingPolicy,
     SimulationResult,
     simulate_disaggregated,
 )
-from service.core.traffic import GeometricLength, UniformLength, open_loop_workload, trace_workload
+from servesize.core.traffic import (
+    GeometricLength,
+    UniformLength,
+    open_loop_workload,
+    trace_workload,
+)
 
-PREFILL = EngineConfig(
+PREFILL = SchedulerConfig(
     max_num_batched_tokens=8, max_num_seqs=4, block_size_tokens=4, num_kv_blocks=10
 )
 # 4 tokens of 100 bytes over 1600 B/s plus 0.25 s latency: 0.25 + 400/1600 = 0.5 s.
@@ -38,7 +43,7 @@ def _run(
         prompt_tokens=np.array(prompt),
         output_tokens=np.array(output),
     )
-    decode = EngineConfig(
+    decode = SchedulerConfig(
         max_num_batched_tokens=8, max_num_seqs=4, block_size_tokens=4, num_kv_blocks=decode_blocks
     )
     return simulate_disaggregated(
@@ -125,14 +130,14 @@ def test_disaggregated_runs_are_exact_and_conserve_requests(policy: SchedulingPo
         timeout_s=20.0,
         warmup_requests=150,
     )
-    prefill = EngineConfig(
+    prefill = SchedulerConfig(
         max_num_batched_tokens=512,
         max_num_seqs=8,
         block_size_tokens=16,
         num_kv_blocks=200,
         policy=policy,
     )
-    decode = EngineConfig(
+    decode = SchedulerConfig(
         max_num_batched_tokens=64,
         max_num_seqs=32,
         block_size_tokens=16,
@@ -195,7 +200,7 @@ def test_small_disaggregated_runs_are_exact_and_terminate(
         output_tokens=rng.integers(1, 25, size=n),
         timeout_s=rng.choice([math.inf, 6.0]),
     )
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=8, max_num_seqs=max_seqs, block_size_tokens=1,
         num_kv_blocks=decode_blocks,
     )  # fmt: skip

@@ -8,17 +8,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.simulation import (
+from servesize.core.simulation import (
     ConstantStepTime,
-    EngineConfig,
     LinearStepTime,
     RequestStatus,
+    SchedulerConfig,
     SchedulingPolicy,
     SimulationResult,
     StepTimeModel,
     simulate,
 )
-from service.core.traffic import (
+from servesize.core.traffic import (
     ClosedLoopWorkload,
     GeometricLength,
     OpenLoopWorkload,
@@ -48,7 +48,7 @@ MODELS: list[StepTimeModel] = [
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[OpenLoopWorkload, EngineConfig, StepTimeModel]:
+def scenarios(draw: st.DrawFn) -> tuple[OpenLoopWorkload, SchedulerConfig, StepTimeModel]:
     n = draw(st.integers(1, 25))
     gaps = draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, 3.0]), min_size=n, max_size=n))
     prompt = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
@@ -57,7 +57,7 @@ def scenarios(draw: st.DrawFn) -> tuple[OpenLoopWorkload, EngineConfig, StepTime
     policy = draw(st.sampled_from(POLICIES))
     block = draw(st.sampled_from([1, 2, 4, 16]))
     budget = draw(st.integers(8, 64))
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=budget,
         max_num_seqs=draw(st.integers(1, 8)),
         block_size_tokens=block,
@@ -80,7 +80,7 @@ def scenarios(draw: st.DrawFn) -> tuple[OpenLoopWorkload, EngineConfig, StepTime
 @settings(max_examples=120, deadline=None)
 @given(scenarios())
 def test_decode_run_skipping_matches_stepping_exactly(
-    scenario: tuple[OpenLoopWorkload, EngineConfig, StepTimeModel],
+    scenario: tuple[OpenLoopWorkload, SchedulerConfig, StepTimeModel],
 ) -> None:
     workload, config, model = scenario
     skipped = simulate(workload, config, model, skip_decode_runs=True)
@@ -91,7 +91,7 @@ def test_decode_run_skipping_matches_stepping_exactly(
 @settings(max_examples=120, deadline=None)
 @given(scenarios())
 def test_conservation_and_causality(
-    scenario: tuple[OpenLoopWorkload, EngineConfig, StepTimeModel],
+    scenario: tuple[OpenLoopWorkload, SchedulerConfig, StepTimeModel],
 ) -> None:
     workload, config, model = scenario
     r = simulate(workload, config, model)
@@ -138,7 +138,7 @@ def _moderate_workload(seed: int, size: int = 2_000) -> OpenLoopWorkload:
     )
 
 
-_CONFIG = EngineConfig(
+_CONFIG = SchedulerConfig(
     max_num_batched_tokens=256, max_num_seqs=16, block_size_tokens=16, num_kv_blocks=400
 )
 _MODEL = LinearStepTime(base_s=0.01, per_token_s=2e-5, per_context_token_s=1e-6)
@@ -226,7 +226,7 @@ def test_closed_loop_replays_as_its_own_open_loop_trace() -> None:
 @settings(max_examples=40, deadline=None)
 @given(scenarios(), st.integers(2, 3))
 def test_coupled_replicas_skip_exactly_and_keep_littles_identity(
-    scenario: tuple[OpenLoopWorkload, EngineConfig, StepTimeModel], replicas: int
+    scenario: tuple[OpenLoopWorkload, SchedulerConfig, StepTimeModel], replicas: int
 ) -> None:
     workload, config, model = scenario
     assert_identical(
@@ -249,7 +249,7 @@ def test_coupled_replicas_skip_exactly_and_keep_littles_identity(
 @settings(max_examples=40, deadline=None)
 @given(scenarios(), st.integers(1, 4), st.sampled_from([0.0, 0.5]))
 def test_closed_loop_equals_the_replay_of_its_send_times(
-    scenario: tuple[OpenLoopWorkload, EngineConfig, StepTimeModel], clients: int, think_s: float
+    scenario: tuple[OpenLoopWorkload, SchedulerConfig, StepTimeModel], clients: int, think_s: float
 ) -> None:
     base, config, model = scenario
     w = ClosedLoopWorkload(

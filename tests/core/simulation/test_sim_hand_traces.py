@@ -11,18 +11,18 @@ import math
 import numpy as np
 import pytest
 
-from service.core.simulation import (
+from servesize.core.simulation import (
     SLO,
     ClientOverheads,
     ConstantStepTime,
-    EngineConfig,
     LinearStepTime,
     RequestStatus,
+    SchedulerConfig,
     SchedulingPolicy,
     SimulationResult,
     simulate,
 )
-from service.core.traffic import trace_workload
+from servesize.core.traffic import trace_workload
 
 
 def _run(
@@ -46,7 +46,7 @@ def _run(
         output_tokens=np.array(output),
         timeout_s=timeout_s,
     )
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=budget,
         max_num_seqs=max_seqs,
         block_size_tokens=block_size,
@@ -125,7 +125,7 @@ def test_step_time_features_reach_the_model() -> None:
         arrival_s=np.array([0.0, 0.5]), prompt_tokens=np.array([20, 3]),
         output_tokens=np.array([2, 3]),
     )  # fmt: skip
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=8, max_num_seqs=10, block_size_tokens=2, num_kv_blocks=100
     )
     r = simulate(workload, config, LinearStepTime(base_s=1.0, per_token_s=0.125))

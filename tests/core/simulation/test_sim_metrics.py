@@ -7,17 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.simulation import (
+from servesize.core.simulation import (
     SLO,
     ConstantStepTime,
-    EngineConfig,
     LatencyStats,
     LinearStepTime,
+    SchedulerConfig,
     percentile,
     simulate,
     weighted_percentile,
 )
-from service.core.traffic import FixedLength, GeometricLength, open_loop_workload, trace_workload
+from servesize.core.traffic import FixedLength, GeometricLength, open_loop_workload, trace_workload
 
 
 @settings(max_examples=200, deadline=None)
@@ -76,7 +76,7 @@ def test_summary_counts_throughput_and_goodput_over_the_window() -> None:
         warmup_requests=1,
         cooldown_requests=1,
     )
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=16, max_num_seqs=1, block_size_tokens=2, num_kv_blocks=16
     )
     r = simulate(w, config, ConstantStepTime(1.0))
@@ -103,7 +103,7 @@ def test_overload_is_flagged_unstable() -> None:
         rng=np.random.default_rng(0),
         warmup_requests=200,
     )
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=64, max_num_seqs=1, block_size_tokens=16, num_kv_blocks=1_000
     )
     s = simulate(w, config, ConstantStepTime(0.01)).summary()
@@ -119,7 +119,7 @@ def test_time_series_sums_replicas_on_a_grid() -> None:
         arrival_s=np.array([0.0, 0.0]), prompt_tokens=np.array([2, 2]),
         output_tokens=np.array([4, 4]),
     )  # fmt: skip
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=16, max_num_seqs=4, block_size_tokens=2, num_kv_blocks=16
     )
     r = simulate(w, config, ConstantStepTime(1.0), replicas=2)  # round robin: one each
@@ -160,7 +160,7 @@ def test_step_time_models_are_elementwise() -> None:
         (lambda: LinearStepTime(base_s=1.0, per_token_s=-1.0), "per_token_s"),
         (lambda: SLO(ttft_s=0.0), "ttft_s"),
         (
-            lambda: EngineConfig(
+            lambda: SchedulerConfig(
                 max_num_batched_tokens=8,
                 max_num_seqs=1,
                 block_size_tokens=1,
@@ -170,7 +170,7 @@ def test_step_time_models_are_elementwise() -> None:
             "watermark_blocks",
         ),
         (
-            lambda: EngineConfig(
+            lambda: SchedulerConfig(
                 max_num_batched_tokens=0, max_num_seqs=1, block_size_tokens=1, num_kv_blocks=4
             ),
             "max_num_batched_tokens",
@@ -187,7 +187,7 @@ def test_routing_arguments_are_checked() -> None:
         arrival_s=np.zeros(1), prompt_tokens=np.ones(1, dtype=np.int64),
         output_tokens=np.ones(1, dtype=np.int64),
     )  # fmt: skip
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=8, max_num_seqs=1, block_size_tokens=1, num_kv_blocks=4
     )
     with pytest.raises(ValueError, match="routing_rng"):
@@ -206,7 +206,7 @@ def test_a_non_positive_step_time_is_an_error() -> None:
         arrival_s=np.zeros(1), prompt_tokens=np.ones(1, dtype=np.int64),
         output_tokens=np.ones(1, dtype=np.int64),
     )  # fmt: skip
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=8, max_num_seqs=1, block_size_tokens=1, num_kv_blocks=4
     )
     with pytest.raises(ValueError, match="step time"):

@@ -1,4 +1,4 @@
-"""Overlap-scheduler output delay (``EngineConfig.output_delay_steps = 1``): hand-worked traces,
+"""Overlap-scheduler output delay (``SchedulerConfig.output_delay_steps = 1``): hand-worked traces,
 the extra token's KV, closed-loop sends, and exactness of decode-run skipping."""
 
 import math
@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.simulation import (
+from servesize.core.simulation import (
     ConstantStepTime,
-    EngineConfig,
     LinearStepTime,
     RequestStatus,
+    SchedulerConfig,
     SchedulingPolicy,
     SimulationResult,
     StepTimeModel,
     simulate,
 )
-from service.core.simulation.engine import Engine, RequestTable
-from service.core.traffic import FixedLength, closed_loop_workload, trace_workload
+from servesize.core.simulation.engine import Engine, RequestTable
+from servesize.core.traffic import FixedLength, closed_loop_workload, trace_workload
 from tests.core.simulation.test_sim_equivalence import assert_identical
 
 PREFILL_STEP_S = 1.0
@@ -41,13 +41,13 @@ def prefill_or_decode(
     )
 
 
-CONFIG = EngineConfig(
+CONFIG = SchedulerConfig(
     max_num_batched_tokens=64, max_num_seqs=8, block_size_tokens=4, num_kv_blocks=100
 )
 DELAYED = replace(CONFIG, output_delay_steps=1)
 
 
-def lone(config: EngineConfig, output: int, *, skip: bool = True) -> SimulationResult:
+def lone(config: SchedulerConfig, output: int, *, skip: bool = True) -> SimulationResult:
     w = trace_workload(
         arrival_s=np.array([0.0]), prompt_tokens=np.array([8]), output_tokens=np.array([output])
     )
@@ -92,7 +92,7 @@ def test_single_output_token_arrives_after_the_extra_decode() -> None:
 def test_the_extra_token_takes_kv() -> None:
     # Block size 1: the request's largest KV is prompt + output - 1 = 11 tokens without the
     # delay and 12 with it (the extra decode appends the last visible token to the cache).
-    tight = EngineConfig(
+    tight = SchedulerConfig(
         max_num_batched_tokens=64, max_num_seqs=8, block_size_tokens=1, num_kv_blocks=11
     )
     assert lone(tight, 4).status[0] == RequestStatus.OK
@@ -128,7 +128,7 @@ def test_a_prefill_stall_moves_from_itl_into_ttft(skip: bool) -> None:
 def test_closed_loop_client_sends_again_when_the_last_token_is_visible() -> None:
     # One client, prompt 8, output 4: each request takes 2.0 s (see the lone trace), so the
     # next one is sent at 2.0 and 4.0 (1.75 and 3.5 without the delay).
-    def run(config: EngineConfig) -> SimulationResult:
+    def run(config: SchedulerConfig) -> SimulationResult:
         w = closed_loop_workload(
             clients=1,
             num_requests=3,
@@ -188,7 +188,7 @@ def test_skipping_matches_stepping_and_tokens_are_conserved_with_the_delay(
     spare_blocks: int,
 ) -> None:
     arrival, prompt, output = arrays
-    config = EngineConfig(
+    config = SchedulerConfig(
         max_num_batched_tokens=budget,
         max_num_seqs=seqs,
         block_size_tokens=block,

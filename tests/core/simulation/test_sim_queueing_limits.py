@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from service.core.queueing import mg1, mmc, service_scv_from_second_moment
-from service.core.simulation import (
+from servesize.core.queueing import mg1, mmc, service_scv_from_second_moment
+from servesize.core.simulation import (
     ConstantStepTime,
-    EngineConfig,
     LinearStepTime,
+    SchedulerConfig,
     SimulationResult,
     simulate,
 )
-from service.core.traffic import (
+from servesize.core.traffic import (
     FixedLength,
     GeometricLength,
     UniformLength,
@@ -33,9 +33,9 @@ from service.core.traffic import (
 BATCHES = 20
 
 
-def _config(max_num_seqs: int) -> EngineConfig:
+def _config(max_num_seqs: int) -> SchedulerConfig:
     """A replica whose token budget and KV cache never bind."""
-    return EngineConfig(
+    return SchedulerConfig(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=10_000,
         block_size_tokens=16,

@@ -11,16 +11,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from service.core.simulation import (
+from servesize.core.simulation import (
     ConstantStepTime,
-    EngineConfig,
     Routing,
+    SchedulerConfig,
     SimulationResult,
     simulate,
 )
-from service.core.traffic import FixedLength, UniformLength, open_loop_workload
+from servesize.core.traffic import FixedLength, UniformLength, open_loop_workload
 
-ONE_AT_A_TIME = EngineConfig(
+ONE_AT_A_TIME = SchedulerConfig(
     max_num_batched_tokens=64, max_num_seqs=1, block_size_tokens=16, num_kv_blocks=64
 )
 CAPACITY_PER_S = 1 / (10 * 0.01)
@@ -74,7 +74,7 @@ def test_progress_reports_without_changing_the_run() -> None:
         output_tokens=UniformLength(1, 100),
         rng=np.random.default_rng(1),
     )
-    cfg = EngineConfig(
+    cfg = SchedulerConfig(
         max_num_batched_tokens=256, max_num_seqs=16, block_size_tokens=16, num_kv_blocks=60
     )
     routings: tuple[tuple[int, Routing], ...] = ((1, "round_robin"), (2, "least_loaded"))

@@ -11,10 +11,10 @@ import itertools
 
 import numpy as np
 
-from service.core.simulation import EngineConfig, LinearStepTime, simulate
-from service.core.traffic import LogNormalLength, UniformLength, open_loop_workload
+from servesize.core.simulation import LinearStepTime, SchedulerConfig, simulate
+from servesize.core.traffic import LogNormalLength, UniformLength, open_loop_workload
 
-ENGINE = EngineConfig(
+ENGINE = SchedulerConfig(
     max_num_batched_tokens=512, max_num_seqs=32, block_size_tokens=16, num_kv_blocks=400
 )
 STEP = LinearStepTime(base_s=0.004, per_token_s=2e-5, per_context_token_s=1e-7)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from service.core.architecture import parse_architecture
-from service.core.hardware import HardwareSpec, datasheet_spec
-from service.db.seed import datasheet_entries
+from servesize.core.architecture import parse_architecture
+from servesize.core.hardware import HardwareSpec, datasheet_spec
+from servesize.db.seed import datasheet_entries
 
 LLAMA_8B = parse_architecture(
     {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from service.core.sizing.explain import explain
-from service.core.sizing.search import Plan, Rejection, SizingResult
-from service.core.sizing.space import Candidate
+from servesize.core.sizing.explain import explain
+from servesize.core.sizing.search import Plan, Rejection, SizingResult
+from servesize.core.sizing.space import Candidate
 
 
 def _candidate(hardware_id: str, tp: int = 1) -> Candidate:

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.core.sizing import replicas_needed, screen_curve, target_curves
-from service.core.slo import LatencyTarget, ServiceLevelObjective
-from service.core.steptime import build_step_model, open_loop
-from service.core.steptime.openloop import OpenLoopCurve, open_loop_curve
+from servesize.core.sizing import replicas_needed, screen_curve, target_curves
+from servesize.core.slo import LatencyTarget, ServiceLevelObjective
+from servesize.core.steptime import build_step_model, open_loop
+from servesize.core.steptime.openloop import OpenLoopCurve, open_loop_curve
 from tests.core.sizing.fixtures import H100, LLAMA_8B
 
 

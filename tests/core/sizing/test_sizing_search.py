@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.memory import Deployment, plan_memory
-from service.core.sizing import SearchSpace, SizingTraffic, sglang_args, size, vllm_args
-from service.core.slo import LatencyTarget, ServiceLevelObjective
-from service.core.traffic import FixedLength
+from servesize.core.memory import Deployment, plan_memory
+from servesize.core.sizing import SearchSpace, SizingTraffic, sglang_args, size, vllm_args
+from servesize.core.slo import LatencyTarget, ServiceLevelObjective
+from servesize.core.traffic import FixedLength
 from tests.core.sizing.fixtures import GPUS, LLAMA_8B, LLAMA_70B
 
 TRAFFIC = SizingTraffic(

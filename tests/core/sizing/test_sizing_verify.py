@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from service.core.simulation import EngineConfig, simulate
-from service.core.simulation.steptime import ConstantStepTime
-from service.core.sizing import (
+from servesize.core.simulation import SchedulerConfig, simulate
+from servesize.core.simulation.steptime import ConstantStepTime
+from servesize.core.sizing import (
     FLEET_MAX_REPLICAS,
     MAX_CANDIDATES,
     SearchSpace,
@@ -21,17 +21,17 @@ from service.core.sizing import (
     size,
     zero_load_infeasibility,
 )
-from service.core.sizing import search as search_module
-from service.core.sizing.screen import Miss
-from service.core.sizing.search import (
+from servesize.core.sizing import search as search_module
+from servesize.core.sizing.screen import Miss
+from servesize.core.sizing.search import (
     CHUNKED_PREFILL_NOTE,
     Rejection,
     SizingResult,
     _thinned_arrivals,
 )
-from service.core.slo import LatencyTarget, ServiceLevelObjective
-from service.core.slo.evaluate import SloEvaluation, make_check
-from service.core.traffic import FixedLength, open_loop_workload, unit_rate_arrival_times
+from servesize.core.slo import LatencyTarget, ServiceLevelObjective
+from servesize.core.slo.evaluate import SloEvaluation, make_check
+from servesize.core.traffic import FixedLength, open_loop_workload, unit_rate_arrival_times
 from tests.core.sizing.fixtures import GPUS, LLAMA_8B
 from tests.core.sizing.test_sizing_explain import _candidate
 
@@ -79,7 +79,7 @@ def test_random_routing_splits_poisson_arrivals_into_independent_md1_queues() ->
     # arrivals at λ/R. One request at a time (max_num_seqs 1), 4-token prompts and 3 output
     # tokens take 3 steps of 0.1 s: an M/D/1 queue with S = 0.3 s. At λ/R = 5/3 per s, ρ = 0.5
     # and Pollaczek-Khinchine gives W_q = ρ·S / (2(1 − ρ)) = 0.5 · 0.3 / 1.0 = 0.15 s.
-    engine = EngineConfig(
+    engine = SchedulerConfig(
         max_num_batched_tokens=16, max_num_seqs=1, block_size_tokens=4, num_kv_blocks=64
     )
     four, three = FixedLength(4), FixedLength(3)

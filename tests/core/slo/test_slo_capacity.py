@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from service.core.simulation import ConstantStepTime, EngineConfig, LinearStepTime, simulate
-from service.core.slo import (
+from servesize.core.simulation import ConstantStepTime, LinearStepTime, SchedulerConfig, simulate
+from servesize.core.slo import (
     AttainmentTarget,
     CurvePoint,
     LatencyTarget,
@@ -26,14 +26,14 @@ from service.core.slo import (
     make_check,
     search_capacity,
 )
-from service.core.traffic import FixedLength, GeometricLength, open_loop_workload
+from servesize.core.traffic import FixedLength, GeometricLength, open_loop_workload
 
 TAU = 0.01
 BATCHES = 20
 
 
-def _engine(max_num_seqs: int = 1, kv_blocks: int = 10**6) -> EngineConfig:
-    return EngineConfig(
+def _engine(max_num_seqs: int = 1, kv_blocks: int = 10**6) -> SchedulerConfig:
+    return SchedulerConfig(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=10_000,
         block_size_tokens=16,

@@ -6,15 +6,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.core.simulation import (
+from servesize.core.simulation import (
     ConstantStepTime,
-    EngineConfig,
     LatencyStats,
     LinearStepTime,
+    SchedulerConfig,
     SimulationSummary,
     simulate,
 )
-from service.core.slo import (
+from servesize.core.slo import (
     AttainmentTarget,
     LatencyTarget,
     ServiceLevelObjective,
@@ -23,8 +23,8 @@ from service.core.slo import (
     evaluate_result,
     evaluate_summary,
 )
-from service.core.steptime import OpenLoopEstimate
-from service.core.traffic import FixedLength, closed_loop_workload, open_loop_workload
+from servesize.core.steptime import OpenLoopEstimate
+from servesize.core.traffic import FixedLength, closed_loop_workload, open_loop_workload
 
 NAN_STATS = LatencyStats(
     count=0, mean=math.nan, p50=math.nan, p90=math.nan, p95=math.nan, p99=math.nan
@@ -173,8 +173,8 @@ def test_a_statistic_without_samples_holds_and_never_binds() -> None:
     assert ev.binding == "ttft_s.p95"
 
 
-def _one_slot() -> EngineConfig:
-    return EngineConfig(
+def _one_slot() -> SchedulerConfig:
+    return SchedulerConfig(
         max_num_seqs=1, max_num_batched_tokens=10_000, block_size_tokens=16, num_kv_blocks=10**6
     )
 
@@ -227,7 +227,7 @@ def test_seed_question_more_tokens_per_second_but_twice_the_ttft_loses_on_goodpu
     slo = ServiceLevelObjective(
         targets=(LatencyTarget(metric="ttft", statistic="p95", limit_s=0.3),)
     )
-    engine = EngineConfig(
+    engine = SchedulerConfig(
         max_num_seqs=64, max_num_batched_tokens=8192, block_size_tokens=16, num_kv_blocks=10**6
     )
     results = {}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from service.core.simulation import SLO
-from service.core.slo import AttainmentTarget, LatencyTarget, ServiceLevelObjective
+from servesize.core.simulation import SLO
+from servesize.core.slo import AttainmentTarget, LatencyTarget, ServiceLevelObjective
 
 
 def test_target_name_carries_unit_and_statistic() -> None:

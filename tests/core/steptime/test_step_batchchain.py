@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from service.core.steptime.batchchain import batch_chain, linear_chain_mean_ttft_s
+from servesize.core.steptime.batchchain import batch_chain, linear_chain_mean_ttft_s
 
 
 @pytest.mark.parametrize(

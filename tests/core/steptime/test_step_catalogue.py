@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.core.architecture import parse_architecture
-from service.core.hardware import datasheet_spec
-from service.core.steptime import build_step_model
-from service.core.steptime.serving import closed_loop
+from servesize.core.architecture import parse_architecture
+from servesize.core.hardware import datasheet_spec
+from servesize.core.steptime import build_step_model
+from servesize.core.steptime.serving import closed_loop
 
 ROOT = Path(__file__).resolve().parents[3]
-MODELS = sorted((ROOT / "models").glob("*.json"))
-GPUS = json.loads((ROOT / "service" / "data" / "gpus.json").read_text())["gpus"]
+MODELS = sorted((ROOT / "servesize" / "data" / "models").glob("*.json"))
+GPUS = json.loads((ROOT / "servesize" / "data" / "gpus.json").read_text())["gpus"]
 H100 = datasheet_spec(next(g for g in GPUS if g["name"] == "H100 SXM"))
 
 
@@ -34,7 +34,8 @@ def test_catalogue_model_on_h100(path: Path) -> None:
 def test_every_datasheet_gpu_answers(entry: dict[str, object]) -> None:
     gpu = datasheet_spec(entry)
     arch = parse_architecture(
-        json.loads((ROOT / "models" / "Qwen--Qwen3-8B.json").read_text()), name="Qwen/Qwen3-8B"
+        json.loads((ROOT / "servesize" / "data" / "models" / "Qwen--Qwen3-8B.json").read_text()),
+        name="Qwen/Qwen3-8B",
     )
     model = build_step_model(arch, gpu, engine="trtllm")
     est = closed_loop(model, concurrency=8, input_tokens=1024, output_tokens=128)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.core.steptime import (
+from servesize.core.steptime import (
     CollectiveTable,
     all_reduce_time_s,
     all_to_all_time_s,

@@ -9,22 +9,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.core.architecture import parse_architecture
-from service.core.errors import UnstableQueueError
-from service.core.hardware import datasheet_spec
-from service.core.simulation import ClientOverheads, EngineConfig, simulate
-from service.core.simulation.adapters import steptime_adapter
-from service.core.steptime import StepTimeModel, build_step_model, open_loop, zero_load_ttft_s
-from service.core.steptime.openloop import open_loop_curve
-from service.core.traffic import FixedLength, open_loop_workload
+from servesize.core.architecture import parse_architecture
+from servesize.core.errors import UnstableQueueError
+from servesize.core.hardware import datasheet_spec
+from servesize.core.simulation import ClientOverheads, SchedulerConfig, simulate
+from servesize.core.simulation.adapters import steptime_adapter
+from servesize.core.steptime import StepTimeModel, build_step_model, open_loop, zero_load_ttft_s
+from servesize.core.steptime.openloop import open_loop_curve
+from servesize.core.traffic import FixedLength, open_loop_workload
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @cache
 def llama_on_h100() -> StepTimeModel:
-    config = json.loads((ROOT / "models" / "meta-llama--Llama-3.1-8B.json").read_text())
-    gpus = json.loads((ROOT / "service" / "data" / "gpus.json").read_text())["gpus"]
+    config = json.loads(
+        (ROOT / "servesize" / "data" / "models" / "meta-llama--Llama-3.1-8B.json").read_text()
+    )
+    gpus = json.loads((ROOT / "servesize" / "data" / "gpus.json").read_text())["gpus"]
     h100 = datasheet_spec(next(g for g in gpus if g["name"] == "H100 SXM"))
     return build_step_model(parse_architecture(config, name="llama-8b"), h100, engine="vllm")
 
@@ -117,7 +119,7 @@ def test_ttft_mean_and_p95_track_the_simulator(load: float) -> None:
         rng=np.random.default_rng(3),
         warmup_requests=2000,
     )
-    engine = EngineConfig(
+    engine = SchedulerConfig(
         max_num_batched_tokens=8192, max_num_seqs=1024, block_size_tokens=16, num_kv_blocks=10**6
     )
     overheads = ClientOverheads(preprocess_s=model.engine.request_overhead_s)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.architecture import AttentionKind, parse_architecture
-from service.core.steptime import operator_inventory
-from service.core.steptime.model import checkpoint_weight_dtypes
+from servesize.core.architecture import AttentionKind, parse_architecture
+from servesize.core.steptime import operator_inventory
+from servesize.core.steptime.model import checkpoint_weight_dtypes
 
 GQA = parse_architecture(
     {

@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.hardware import HardwareSpec, Interconnect
-from service.core.steptime import StepTimeModel, StepWork, build_step_model
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.steptime import StepTimeModel, StepWork, build_step_model
 
 GPU = HardwareSpec(
     id="gpu",

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.core.architecture import Architecture, parse_architecture
-from service.core.hardware import datasheet_spec
-from service.core.steptime import StepTimeModel, StepWork, build_step_model, engine_profile
+from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.hardware import datasheet_spec
+from servesize.core.steptime import StepTimeModel, StepWork, build_step_model, engine_profile
 
 ROOT = Path(__file__).resolve().parents[3]
 H100 = datasheet_spec(
@@ -42,7 +42,9 @@ RIDGE = 989e12 * 0.78 / (3.35e12 * 0.85)
 
 
 def llama_8b() -> Architecture:
-    config = json.loads((ROOT / "models" / "meta-llama--Llama-3.1-8B.json").read_text())
+    config = json.loads(
+        (ROOT / "servesize" / "data" / "models" / "meta-llama--Llama-3.1-8B.json").read_text()
+    )
     return parse_architecture(config, name="meta-llama/Llama-3.1-8B")
 
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.architecture import parse_architecture
-from service.core.hardware import HardwareSpec, Interconnect
-from service.core.steptime import StepWork, build_step_model, engine_profile
-from service.core.steptime.serving import (
+from servesize.core.architecture import parse_architecture
+from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.steptime import StepWork, build_step_model, engine_profile
+from servesize.core.steptime.serving import (
     closed_loop,
     max_throughput,
     prefill_time_s,

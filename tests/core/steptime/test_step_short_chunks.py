@@ -12,17 +12,19 @@ from pathlib import Path
 
 import numpy as np
 
-from service.calibration import load_measured_profile
-from service.core.architecture import parse_architecture
-from service.core.hardware import datasheet_spec
-from service.core.steptime import StepWork, build_step_model
+from servesize.calibration import load_measured_profile
+from servesize.core.architecture import parse_architecture
+from servesize.core.hardware import datasheet_spec
+from servesize.core.steptime import StepWork, build_step_model
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_one_token_after_a_long_context_is_cheaper_than_the_whole_prompt() -> None:
-    config = json.loads((ROOT / "models" / "meta-llama--Llama-3.1-70B.json").read_text())
-    gpus = json.loads((ROOT / "service" / "data" / "gpus.json").read_text())["gpus"]
+    config = json.loads(
+        (ROOT / "servesize" / "data" / "models" / "meta-llama--Llama-3.1-70B.json").read_text()
+    )
+    gpus = json.loads((ROOT / "servesize" / "data" / "gpus.json").read_text())["gpus"]
     h100 = datasheet_spec(next(g for g in gpus if g["name"] == "H100 SXM"))
     arch = parse_architecture(config, name="llama-70b")
     work = StepWork.mixed(

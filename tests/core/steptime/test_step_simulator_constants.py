@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from service.core.steptime import ENGINE_PROFILES, engine_profile, simulator_constants
-from service.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
+from servesize.core.steptime import ENGINE_PROFILES, engine_profile, simulator_constants
+from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
 
 @pytest.mark.parametrize("name", sorted(ENGINE_PROFILES))

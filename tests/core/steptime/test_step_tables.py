@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.core.steptime import AttentionTable, CollectiveTable, GemmTable, MeasuredProfile
-from service.core.steptime.interpolation import bilinear_loglog, loglog_interp
-from service.core.steptime.tables import fill_grid_loglog
+from servesize.core.steptime import AttentionTable, CollectiveTable, GemmTable, MeasuredProfile
+from servesize.core.steptime.interpolation import bilinear_loglog, loglog_interp
+from servesize.core.steptime.tables import fill_grid_loglog
 
 M = np.array([1.0, 16.0, 256.0, 4096.0])
 GEMM = GemmTable(

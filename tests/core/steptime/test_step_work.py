@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.core.steptime import StepWork, causal_pairs
+from servesize.core.steptime import StepWork, causal_pairs
 
 
 def test_causal_pairs_of_a_fresh_prompt_are_a_triangle() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from service.core.traffic import (
+from servesize.core.traffic import (
     FixedLength,
     GeometricLength,
     HistogramLength,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.core.traffic import HistogramLength
-from service.core.traffic.traces import TraceError, check_trace, parse_trace
+from servesize.core.traffic import HistogramLength
+from servesize.core.traffic.traces import TraceError, check_trace, parse_trace
 
 
 def test_mooncake_jsonl_times_are_milliseconds_from_the_first_request() -> None:

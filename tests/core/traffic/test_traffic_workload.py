@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from service.core.traffic import (
+from servesize.core.traffic import (
     ClosedLoopWorkload,
     FixedLength,
     GeometricLength,

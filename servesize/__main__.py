@@ -1,0 +1,5 @@
+"""``python -m service`` runs the ``servesize`` command."""
+
+from servesize.cli import main
+
+main()

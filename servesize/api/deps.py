@@ -1,0 +1,96 @@
+"""Dependencies shared by the routes, as ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from servesize.api.errors import ForbiddenError, UnauthorizedError
+from servesize.db.engine import session_scope
+from servesize.db.models import ApiKey
+from servesize.db.repository import ApiKeyRepository
+from servesize.security import Scope, grants
+from servesize.settings import Settings
+
+
+def get_app_settings(request: Request) -> Settings:
+    settings = request.app.state.settings
+    assert isinstance(settings, Settings)
+    return settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    yield from session_scope(request.app.state.sessionmaker)
+
+
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+# scope="function" (FastAPI >= 0.121.1): commit or roll back *before* the response is sent, so
+# a failed commit becomes an error response instead of a 200 for data that was never saved.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+
+
+def _secret_key(settings: Settings) -> bytes | None:
+    return settings.secret_key.get_secret_value().encode() if settings.secret_key else None
+
+
+def get_key_repository(session: SessionDep, settings: SettingsDep) -> ApiKeyRepository:
+    return ApiKeyRepository(session, secret_key=_secret_key(settings))
+
+
+KeyRepoDep = Annotated[ApiKeyRepository, Depends(get_key_repository)]
+
+
+def _bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise UnauthorizedError("the Authorization header must read 'Bearer <key>'")
+    return token.strip()
+
+
+def optional_key(request: Request, keys: KeyRepoDep) -> ApiKey | None:
+    """The key the request presents, if any; a presented key that is not live is a 401."""
+    token = _bearer_token(request)
+    if token is None:
+        return None
+    key = keys.authenticate(token)
+    if key is None:
+        raise UnauthorizedError("the API key is unknown or revoked")
+    request.state.api_key_id = key.key_id
+    return key
+
+
+OptionalKeyDep = Annotated[ApiKey | None, Depends(optional_key)]
+
+
+def require_scope(scope: Scope) -> Callable[[ApiKey | None], ApiKey]:
+    """A dependency that admits only keys granting ``scope`` (401 without a key, else 403)."""
+
+    def dependency(key: OptionalKeyDep) -> ApiKey:
+        if key is None:
+            raise UnauthorizedError(f"this operation needs an API key with scope {scope.value!r}")
+        if not grants(key.scopes, scope):
+            raise ForbiddenError(
+                f"the API key {key.name!r} lacks scope {scope.value!r}",
+                required_scope=scope.value,
+            )
+        return key
+
+    return dependency
+
+
+def read_access(key: OptionalKeyDep, settings: SettingsDep) -> None:
+    """Reads are open unless ``READ_REQUIRES_KEY`` is set; then any live key will do."""
+    if settings.read_requires_key and key is None:
+        raise UnauthorizedError("reading needs an API key on this server")
+
+
+ReadAccess = Depends(read_access)
+AdminKey = Annotated[ApiKey, Depends(require_scope(Scope.ADMIN))]
+ModelsWriteKey = Annotated[ApiKey, Depends(require_scope(Scope.MODELS_WRITE))]
+ProfilesWriteKey = Annotated[ApiKey, Depends(require_scope(Scope.PROFILES_WRITE))]

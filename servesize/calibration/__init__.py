@@ -1,0 +1,79 @@
+"""Measured data in: kernel tables and serving rows loaded from CSV, the accuracy report, and
+the fit of the per-engine constants. IO lives here; the maths is in :mod:`servesize.core`."""
+
+from servesize.calibration.cases import (
+    CATALOGUE_ALIASES,
+    ServingCase,
+    catalogue_id_for,
+    kv_capacity_tokens_estimate,
+    resolve_cases,
+    tpot_lower_bound_s,
+)
+from servesize.calibration.evaluation import (
+    ErrorPair,
+    ErrorSummary,
+    ServingPredictions,
+    compile_models,
+    evaluate_serving,
+    serving_errors,
+    steady_state_cases,
+)
+from servesize.calibration.fitting import FITTED_BOUNDS, fit_engine_constants
+from servesize.calibration.kernel_accuracy import KernelErrors, kernel_accuracy
+from servesize.calibration.kernel_tables import (
+    H100_DATA_DIRECTORY,
+    load_attention_tables,
+    load_collective_tables,
+    load_gemm_tables,
+    load_measured_profile,
+    load_mla_tables,
+    load_moe_tables,
+)
+from servesize.calibration.reference import GPUS_JSON, reference_gpu
+from servesize.calibration.report import (
+    CALIBRATION_MODELS,
+    VARIANTS,
+    AccuracyReport,
+    accuracy_report,
+)
+from servesize.calibration.serving_rows import (
+    E2E_SERVING_CSV,
+    ServingMeasurement,
+    load_serving_measurements,
+)
+
+__all__ = [
+    "CALIBRATION_MODELS",
+    "CATALOGUE_ALIASES",
+    "E2E_SERVING_CSV",
+    "FITTED_BOUNDS",
+    "GPUS_JSON",
+    "H100_DATA_DIRECTORY",
+    "VARIANTS",
+    "AccuracyReport",
+    "ErrorPair",
+    "ErrorSummary",
+    "KernelErrors",
+    "ServingCase",
+    "ServingMeasurement",
+    "ServingPredictions",
+    "accuracy_report",
+    "catalogue_id_for",
+    "compile_models",
+    "evaluate_serving",
+    "fit_engine_constants",
+    "kernel_accuracy",
+    "kv_capacity_tokens_estimate",
+    "load_attention_tables",
+    "load_collective_tables",
+    "load_gemm_tables",
+    "load_measured_profile",
+    "load_mla_tables",
+    "load_moe_tables",
+    "load_serving_measurements",
+    "reference_gpu",
+    "resolve_cases",
+    "serving_errors",
+    "steady_state_cases",
+    "tpot_lower_bound_s",
+]

@@ -1,0 +1,58 @@
+"""Domain errors raised by the planning core.
+
+PlanningError                  expected, explainable outcome (never a bug)
+ ├─ InvalidArchitectureError   a config.json lacks fields the math needs, or they disagree
+ ├─ InsufficientMemoryError    the weights (or the runtime) do not fit on the GPU(s)
+ ├─ UnstableQueueError         offered load >= capacity (rho >= 1); no steady state
+ └─ NoFeasiblePlanError        the search ran, and no candidate meets the SLO
+
+They carry no HTTP status: ``servesize.api.errors`` maps them to responses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class PlanningError(Exception):
+    """Base class for expected, explainable planning outcomes (not bugs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldIssue:
+    """One problem with one input field.
+
+    ``field`` is a JSON pointer into the offending document (``/num_key_value_heads``,
+    ``/text_config/head_dim``); ``problem`` says what is wrong in plain words.
+    """
+
+    field: str
+    problem: str
+
+
+class InvalidArchitectureError(PlanningError, ValueError):
+    """A model config cannot be planned: fields are missing, malformed or inconsistent."""
+
+    def __init__(self, model: str, issues: list[FieldIssue]) -> None:
+        if not issues:
+            raise ValueError("InvalidArchitectureError needs at least one issue")
+        listed = "; ".join(f"{i.field}: {i.problem}" for i in issues)
+        super().__init__(f"{model}: {listed}")
+        self.model = model
+        self.issues = tuple(issues)
+
+
+class InsufficientMemoryError(PlanningError):
+    """The deployment does not fit in the memory available."""
+
+
+class UnstableQueueError(PlanningError, ValueError):
+    """Arrival rate meets or exceeds service capacity."""
+
+    def __init__(self, utilization: float) -> None:
+        super().__init__(f"utilization {utilization:.3f} >= 1: the queue grows without bound")
+        self.utilization = utilization
+
+
+class NoFeasiblePlanError(PlanningError):
+    """A search ran to completion and no candidate meets the objective."""

@@ -1,0 +1,233 @@
+"""Configuration of a simulated engine replica, client-side overheads and KV transfer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+SchedulingPolicy = Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"]
+Routing = Literal["round_robin", "random", "least_loaded"]
+
+ENGINE_SCHEDULERS: dict[str, SchedulingPolicy] = {
+    "vllm": "vllm_v1",
+    "sglang": "prefill_first",
+    "trtllm": "no_chunking",
+}
+"""Each engine's own scheduler at its defaults: vLLM v1 chunks prompts into steps led by the
+running requests; SGLang runs prefill-only steps first unless ``--enable-mixed-chunk``;
+TensorRT-LLM's PyTorch flow has ``enable_chunked_prefill = False``."""
+
+
+def whole_prompt_overflow(
+    policy: SchedulingPolicy, prompt_tokens: np.ndarray, output_tokens: np.ndarray, budget: int
+) -> int:
+    """Under ``no_chunking``, the tokens of the longest request when they exceed ``budget``
+    (an engine refuses such a request), else 0. A request counts its prompt and all but its
+    last output token: a request preempted late recomputes them all in one step.
+
+    >>> prompt, output = np.array([100, 8000]), np.array([500, 50])
+    >>> whole_prompt_overflow("no_chunking", prompt, output, 8192)
+    0
+    >>> whole_prompt_overflow("no_chunking", prompt, output, 8000)
+    8049
+    >>> whole_prompt_overflow("vllm_v1", prompt, output, 8000)
+    0
+    """
+    if policy != "no_chunking" or prompt_tokens.size == 0:
+        return 0
+    longest = int(np.max(prompt_tokens + output_tokens - 1))
+    return longest if longest > budget else 0
+
+
+def engine_scheduler(engine: str) -> SchedulingPolicy:
+    """The scheduling policy that mirrors ``engine`` at its defaults (vLLM v1 for others).
+
+    >>> engine_scheduler("sglang"), engine_scheduler("trtllm"), engine_scheduler("vllm")
+    ('prefill_first', 'no_chunking', 'vllm_v1')
+    """
+    return ENGINE_SCHEDULERS.get(engine, "vllm_v1")
+
+
+def _positive_int(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    """Scheduler and KV-cache settings of one engine replica.
+
+    Attributes
+    ----------
+    max_num_batched_tokens : int
+        Token budget per step (vLLM ``max_num_batched_tokens``; Sarathi ``chunk_size``).
+    max_num_seqs : int
+        Most requests in the running set (vLLM ``max_num_seqs``).
+    block_size_tokens : int
+        Tokens per KV block (vLLM ``block_size``, 16 by default).
+    num_kv_blocks : int
+        KV blocks on the replica (vLLM ``num_gpu_blocks``); a request holds
+        ``ceil(tokens in KV / block_size)`` of them.
+    policy : {"vllm_v1", "sarathi", "no_chunking", "prefill_first"}
+        ``vllm_v1``: running requests first in admission order, each taking
+        ``min(remaining, budget left)``; KV allocated per scheduled chunk; on shortage the
+        most recently admitted running request is preempted (recompute); no admission in a step
+        that preempted (``vllm-project/vllm:vllm/v1/core/sched/scheduler.py: schedule``).
+        ``sarathi``: decodes first, then partial prefills, then new requests with
+        ``min(remaining, budget - batched)`` tokens; the whole prompt's blocks are allocated at
+        admission (``microsoft/sarathi-serve:sarathi/core/scheduler/sarathi_scheduler.py``).
+        ``no_chunking``: ``vllm_v1`` with chunked prefill disabled — a waiting request is admitted
+        only if its whole prompt fits in the budget left.
+        ``prefill_first``: SGLang's scheduler without ``--enable-mixed-chunk`` (its default):
+        a step runs prefills only whenever one can run — unfinished prompt chunks first, then
+        waiting requests FCFS within the budget (SGLang ``max_prefill_tokens``) — and the
+        running decodes wait; otherwise one decode step of every running request, not limited
+        by the budget (``sgl-project/sglang:python/sglang/srt/managers/scheduler.py:
+        get_next_batch_to_run``). On the decode replica of a disaggregated pair, whose prompts
+        arrive as KV, it admits as ``vllm_v1`` does.
+    watermark_blocks : int
+        Blocks that must stay free after admitting a waiting request (vLLM v0/Sarathi
+        ``watermark · num_gpu_blocks``). 0 disables it.
+    admit_full_prompt : bool
+        ``vllm_v1`` only: admit a waiting request only if the blocks for its *whole* prompt are
+        free, not just its first chunk (newer vLLM ``full_sequence_must_fit``). Sarathi always
+        checks the full prompt.
+    max_waiting_requests : int or None
+        Admission control: an arrival that finds this many requests waiting is rejected.
+    output_delay_steps : {0, 1}
+        1 models an overlap scheduler (TensorRT-LLM's ``PyExecutor._executor_loop_overlap``,
+        ``disable_overlap_scheduler = False``): the host launches step ``k + 1`` before it reads
+        step ``k``'s samples, so a request only learns it has finished after it has taken part
+        in the next step. Modelled as one extra decode per request: the request computes
+        ``output + 1`` tokens, its ``j``-th visible token comes out when its ``(j + 1)``-th is
+        computed (first token one decode after its prefill), and it leaves — freeing its KV and,
+        in a closed loop, letting its client send again — at the end of that extra step.
+        Aggregated engines only. 0 (default): tokens come out at the end of the step that
+        computed them.
+    """
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    block_size_tokens: int
+    num_kv_blocks: int
+    policy: SchedulingPolicy = "vllm_v1"
+    watermark_blocks: int = 0
+    admit_full_prompt: bool = False
+    max_waiting_requests: int | None = None
+    output_delay_steps: int = 0
+
+    def __post_init__(self) -> None:
+        _positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
+        _positive_int("max_num_seqs", self.max_num_seqs)
+        _positive_int("block_size_tokens", self.block_size_tokens)
+        _positive_int("num_kv_blocks", self.num_kv_blocks)
+        if self.policy not in ("vllm_v1", "sarathi", "no_chunking", "prefill_first"):
+            raise ValueError(f"unknown policy {self.policy!r}")
+        if (
+            isinstance(self.watermark_blocks, bool)
+            or not isinstance(self.watermark_blocks, int)
+            or not 0 <= self.watermark_blocks < self.num_kv_blocks
+        ):
+            raise ValueError(
+                f"watermark_blocks must be an integer in [0, num_kv_blocks), "
+                f"got {self.watermark_blocks!r}"
+            )
+        if self.max_waiting_requests is not None:
+            _positive_int("max_waiting_requests", self.max_waiting_requests)
+        if isinstance(self.output_delay_steps, bool) or self.output_delay_steps not in (0, 1):
+            raise ValueError(f"output_delay_steps must be 0 or 1, got {self.output_delay_steps!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientOverheads:
+    """Fixed latency outside the engine, added to every client-observed TTFT and E2E.
+
+    The engine is simulated in its own clock (a request enters at its send time); the client sees
+    ``TTFT = engine TTFT + total_s`` and ``E2E = engine E2E + total_s``. ITL and TPOT are gaps
+    between tokens and are unchanged.
+
+    Attributes
+    ----------
+    preprocess_s : float
+        Tokenisation, validation and routing before the request reaches the engine queue.
+    output_processing_s : float
+        Detokenisation and streaming of each output chunk.
+    network_rtt_s : float
+        Client-server round trip (request leg plus response leg).
+    """
+
+    preprocess_s: float = 0.0
+    output_processing_s: float = 0.0
+    network_rtt_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("preprocess_s", "output_processing_s", "network_rtt_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and >= 0, got {value}")
+
+    @property
+    def total_s(self) -> float:
+        """``preprocess_s + output_processing_s + network_rtt_s``."""
+        return self.preprocess_s + self.output_processing_s + self.network_rtt_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVTransfer:
+    """Prefill-to-decode KV transfer: ``t = latency_s + bytes / bandwidth_bytes_per_s``.
+
+    Bytes per request come from ``kv_bytes`` (a vectorised callable of the prompt lengths) or from
+    ``kv_bytes_per_token · prompt_tokens``; exactly one must be given. Pass the per-rank bytes and
+    per-rank link bandwidth when TP shards the KV (modeling.md §3.4). Layer-wise overlap can be
+    folded in by scaling the bandwidth (Splitwise uses 10x for 90 % overlap).
+
+    Attributes
+    ----------
+    latency_s : float
+        Fixed cost per transfer (handshake, first byte).
+    bandwidth_bytes_per_s : float
+        Effective link bandwidth.
+    kv_bytes_per_token : float or None
+        ``2 · layers · kv_heads · head_dim · dtype_bytes`` (per rank).
+    kv_bytes : callable or None
+        ``prompt_tokens (int64 array) -> bytes (float64 array)``.
+    first_token_after_transfer : bool
+        False: the client sees the first token when the prefill worker emits it. True: only once
+        the KV (and the token) has reached the decode worker.
+    """
+
+    latency_s: float
+    bandwidth_bytes_per_s: float
+    kv_bytes_per_token: float | None = None
+    kv_bytes: Callable[[np.ndarray], np.ndarray] | None = None
+    first_token_after_transfer: bool = False
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.latency_s) and self.latency_s >= 0):
+            raise ValueError(f"latency_s must be finite and >= 0, got {self.latency_s}")
+        if not (self.bandwidth_bytes_per_s > 0):
+            raise ValueError(f"bandwidth_bytes_per_s must be > 0, got {self.bandwidth_bytes_per_s}")
+        if (self.kv_bytes_per_token is None) == (self.kv_bytes is None):
+            raise ValueError("give exactly one of kv_bytes_per_token and kv_bytes")
+        if self.kv_bytes_per_token is not None and not (
+            math.isfinite(self.kv_bytes_per_token) and self.kv_bytes_per_token >= 0
+        ):
+            raise ValueError(f"kv_bytes_per_token must be >= 0, got {self.kv_bytes_per_token}")
+
+    def transfer_time_s(self, prompt_tokens: np.ndarray) -> np.ndarray:
+        """Transfer duration per request, ``latency_s + bytes / bandwidth_bytes_per_s``."""
+        tokens = np.asarray(prompt_tokens, dtype=np.int64)
+        if self.kv_bytes is not None:
+            size_bytes = np.asarray(self.kv_bytes(tokens), dtype=np.float64)
+            if size_bytes.shape != tokens.shape or np.any(~np.isfinite(size_bytes)):
+                raise ValueError("kv_bytes must return one finite size per request")
+            if np.any(size_bytes < 0):
+                raise ValueError("kv_bytes must return sizes >= 0")
+        else:
+            assert self.kv_bytes_per_token is not None
+            size_bytes = tokens.astype(np.float64) * self.kv_bytes_per_token
+        return self.latency_s + size_bytes / self.bandwidth_bytes_per_s

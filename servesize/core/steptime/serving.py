@@ -1,0 +1,347 @@
+"""Steady-state serving estimates (no queueing simulation): zero-load TTFT, closed loop, max
+throughput.
+
+**Closed loop.** ``C`` clients each send a request of ``P`` prompt tokens and ``n`` output
+tokens and send the next one as soon as the last token arrives (what a benchmark at
+concurrency ``C`` does). In steady state the engine holds ``L`` resident sequences: fewer than
+``C`` while clients spend the per-request overhead ``Z`` outside the engine (HTTP,
+tokenisation) or wait for admission because ``max_num_seqs`` or the KV cache caps residency at
+``L_cap``. Mean-field, every resident request lives ``N`` steps: ``k = ⌈P/(M − b̄)⌉`` steps
+carrying its prompt, ``W_q/τ̄`` steps queued behind other prompts, and ``n − 1`` decode steps.
+Per step there are
+
+``b̄ = L(n−1)/N`` decodes and ``ū = L·P/N`` prefill tokens, with
+``N = max(n − 1 + k + W_q/τ̄, L(P + n − 1)/M)``
+
+(the second term: every step filled to the token budget ``M``). Prefill tokens come in chunks
+of ``c = min(M − b̄, max(ū, P))``, so a fraction ``f = ū/c`` of steps carries one:
+
+``τ̄ = f·τ_mix + (1 − f)·τ_dec``, ``τ_mix = τ(c prefill tokens + b̄ decodes)``,
+``τ_dec = τ(b̄ decodes)``,
+
+decodes attending to ``P + n/2`` tokens on average. Then
+
+- throughput ``X = L / (N·τ̄)`` requests/s, ``n·X`` output tokens/s;
+- ``TPOT = τ̄``: a decoding request advances one token per step, mixed steps included;
+- ``TTFT = Z + W + R + W_q + S``: request overhead; admission wait ``W = C/X − Z − N·τ̄``
+  (response-time law, positive only when ``L_cap`` binds); the rest of the step running at
+  arrival ``R = E[τ²]/(2E[τ])`` (length-biased); the wait behind other prompts ``W_q``; and
+  the request's own prefill ``S`` (one step when its prompt fits, else its share of ``k``
+  chunked steps);
+- ``W_q``: prompts are served ``m = ⌊(M − b̄)/P⌋`` per step, so with ``ρ = X·S/m``,
+  ``W_q = ρ(S/m)/(2(1 − ρ)) + κ(L − 1)(S/m)/2`` (M/D/1 plus the mean position in a clump of
+  ``1 + κ(L − 1)`` arrivals), at most ``(L − 1)S/m``. ``κ`` is the engine's
+  ``arrival_clumping``: closed-loop clients with equal lengths finish together and so return
+  together;
+- ``L`` solves ``L = min(L_cap, C·Nτ̄/(Z + Nτ̄))``, iterated to a fixed point with ``W_q``.
+
+This is AIConfigurator's mix-step / decode-step decomposition
+(ai-dynamo/aiconfigurator:aic-core/src/aiconfigurator_core/sdk/backends/base_backend.py,
+``run_agg``) with its empirical TTFT factors (``vllm_backend.py: _ttft_queuing_factor``)
+replaced by explicit queue terms, and the fixed point of the modeling guide's §2.8 at a fixed
+concurrency instead of a fixed arrival rate. With pipeline parallelism, ``PP`` micro-batches of
+``1/PP`` of the batch are in flight and a token crosses every stage (and ``PP − 1`` hand-offs)
+once per step; with fewer sequences than stages the idle stages are the pipeline bubble, and
+TPOT is the full latency through the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from servesize.core.steptime._arrays import ArrayLike, FloatArray, StrArray, as_float_array
+from servesize.core.steptime.model import StepTime, StepTimeModel
+from servesize.core.steptime.work import StepWork
+
+__all__ = [
+    "FIXED_POINT_ITERATIONS",
+    "ServingEstimate",
+    "closed_loop",
+    "max_throughput",
+    "prefill_time_s",
+    "resident_capacity",
+    "zero_load_ttft_s",
+]
+
+FIXED_POINT_ITERATIONS = 16
+"""Damped iterations of the residency fixed point (within 1e-5 relative on the H100 set)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingEstimate:
+    """Closed-loop steady state at each workload point (all fields have shape ``(n,)``)."""
+
+    concurrency: FloatArray
+    input_tokens: FloatArray
+    output_tokens: FloatArray
+    prefill_time_s: FloatArray
+    """One prompt alone on an idle engine (engine time, no request overhead)."""
+    ttft_zero_load_s: FloatArray
+    decode_step_time_s: FloatArray
+    """A decode-only step with every resident sequence decoding."""
+    step_time_s: FloatArray
+    """Mean step time ``τ̄`` in steady state."""
+    ttft_s: FloatArray
+    tpot_s: FloatArray
+    throughput_output_tokens_per_s: FloatArray
+    request_rate_per_s: FloatArray
+    resident_sequences: FloatArray
+    admission_wait_s: FloatArray
+    prefill_bound: StrArray
+    decode_bound: StrArray
+    prefill_arithmetic_intensity: FloatArray
+    decode_arithmetic_intensity: FloatArray
+    sources: Mapping[str, str]
+
+
+def _budget(model: StepTimeModel) -> tuple[float, float]:
+    dp = model.inventory.data_parallel_size
+    eng = model.engine
+    return float(eng.max_num_batched_tokens * dp), float(eng.max_num_seqs * dp)
+
+
+def _chunked_prefill(model: StepTimeModel, prompt: FloatArray) -> tuple[FloatArray, StepTime]:
+    """Engine time of each prompt alone, chunked by the step budget."""
+    budget, _ = _budget(model)
+    chunks = int(np.max(np.ceil(prompt / budget))) if prompt.size else 0
+    chunks = max(chunks, 1)
+    starts = np.arange(chunks)[:, None] * budget
+    sizes = np.clip(prompt[None, :] - starts, 0.0, budget)
+    work = StepWork.prefill(sizes.ravel(), sequences=1, cached_tokens=starts.repeat(prompt.size))
+    steps = model.step_time(work)
+    total = steps.total_s.reshape(chunks, prompt.size).sum(axis=0)
+    return np.asarray(total, dtype=np.float64), steps[0 : prompt.size]
+
+
+def prefill_time_s(model: StepTimeModel, input_tokens: ArrayLike) -> FloatArray:
+    """Engine time to prefill one prompt of ``input_tokens`` on an idle engine.
+
+    >>> from servesize.core.architecture import parse_architecture
+    >>> from servesize.core.hardware import HardwareSpec
+    >>> from servesize.core.steptime import build_step_model
+    >>> gpu = HardwareSpec(id="x", vendor="v", name="X", memory_bytes=2**30,
+    ...                    memory_bandwidth_bytes_per_s=10**12, peak_tflop_per_s={"bf16": 100.0})
+    >>> arch = parse_architecture(
+    ...     {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "head_dim": 16,
+    ...      "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
+    ...      "vocab_size": 100}, name="toy")
+    >>> t = prefill_time_s(build_step_model(arch, gpu, calibrated=False), [100, 20_000])
+    >>> bool(t[1] > t[0] > 0)
+    True
+    """
+    total, _ = _chunked_prefill(model, as_float_array(input_tokens))
+    return total
+
+
+def zero_load_ttft_s(model: StepTimeModel, input_tokens: ArrayLike) -> FloatArray:
+    """TTFT of a lone request: the engine's request overhead plus :func:`prefill_time_s`."""
+    return prefill_time_s(model, input_tokens) + model.engine.request_overhead_s
+
+
+def resident_capacity(
+    model: StepTimeModel,
+    *,
+    input_tokens: ArrayLike,
+    output_tokens: ArrayLike,
+    kv_capacity_tokens: ArrayLike | None = None,
+) -> FloatArray:
+    """Most sequences the engine keeps resident: ``max_num_seqs``, and the KV cache divided by
+    the tokens a sequence holds (``P + n`` when reserved at admission, ``P + n/2`` on average
+    when allocated as it grows)."""
+    p = as_float_array(input_tokens)
+    n = as_float_array(output_tokens)
+    _, seqs = _budget(model)
+    cap = np.full(np.broadcast(p, n).shape, seqs)
+    if kv_capacity_tokens is not None:
+        held = p + (n if model.engine.kv_reservation == "full" else n / 2)
+        cap = np.minimum(cap, np.maximum(np.floor(as_float_array(kv_capacity_tokens) / held), 1.0))
+    return np.asarray(cap, dtype=np.float64)
+
+
+def closed_loop(
+    model: StepTimeModel,
+    *,
+    concurrency: ArrayLike,
+    input_tokens: ArrayLike,
+    output_tokens: ArrayLike,
+    kv_capacity_tokens: ArrayLike | None = None,
+) -> ServingEstimate:
+    """Steady state of ``concurrency`` clients with fixed lengths (see the module docstring).
+
+    ``kv_capacity_tokens``: KV-cache tokens the engine can hold (from the memory ledger); None
+    leaves only ``max_num_seqs`` to cap residency.
+    """
+    c, p, n = np.broadcast_arrays(
+        as_float_array(concurrency), as_float_array(input_tokens), as_float_array(output_tokens)
+    )
+    c, p, n = (np.asarray(v, dtype=np.float64) for v in (c, p, n))
+    if np.any(c < 1) or np.any(p < 1) or np.any(n < 1):
+        raise ValueError("concurrency, input_tokens and output_tokens must all be >= 1")
+    budget, _ = _budget(model)
+    z = model.engine.request_overhead_s
+    cap = resident_capacity(
+        model, input_tokens=p, output_tokens=n, kv_capacity_tokens=kv_capacity_tokens
+    )
+    pp = float(model.inventory.pipeline_parallel_size)
+    ctx = p + n / 2
+    resident = np.minimum(c, cap)
+    queue = np.zeros_like(c)
+    for _ in range(FIXED_POINT_ITERATIONS):
+        state = _steady_steps(model, resident, p, n, ctx, budget, pp, queue)
+        life = state.steps * state.mean_step_s
+        demand = c * life / (z + life)
+        resident = 0.5 * resident + 0.5 * np.minimum(cap, np.maximum(demand, 1.0))
+        queue = 0.5 * queue + 0.5 * _prefill_queue_s(
+            state, resident / life, resident, model.engine.arrival_clumping
+        )
+    state = _steady_steps(model, resident, p, n, ctx, budget, pp, queue)
+    life = state.steps * state.mean_step_s
+    rate = resident / life
+    wait = np.maximum(c / rate - z - life, 0.0)
+    queued = np.maximum(state.steps - (n - 1) - state.prefill_steps, 0.0) * state.mean_step_s
+    ttft = z + wait + state.residual_s + queued + state.own_prefill_s
+    decode = model.step_time(StepWork.decode(np.maximum(resident / pp, 1.0), ctx))
+    prefill_total, prefill_steps = _chunked_prefill(model, p)
+    return ServingEstimate(
+        concurrency=c,
+        input_tokens=p,
+        output_tokens=n,
+        prefill_time_s=prefill_total,
+        ttft_zero_load_s=prefill_total + z,
+        decode_step_time_s=decode.total_s,
+        step_time_s=state.mean_step_s,
+        ttft_s=ttft,
+        tpot_s=np.where(n > 1, state.mean_step_s, 0.0),
+        throughput_output_tokens_per_s=rate * n,
+        request_rate_per_s=rate,
+        resident_sequences=resident,
+        admission_wait_s=wait,
+        prefill_bound=prefill_steps.bound,
+        decode_bound=decode.bound,
+        prefill_arithmetic_intensity=prefill_steps.arithmetic_intensity,
+        decode_arithmetic_intensity=decode.arithmetic_intensity,
+        sources=dict(model.sources),
+    )
+
+
+def max_throughput(
+    model: StepTimeModel,
+    *,
+    input_tokens: ArrayLike,
+    output_tokens: ArrayLike,
+    kv_capacity_tokens: ArrayLike | None = None,
+) -> ServingEstimate:
+    """The closed loop with as many clients as the engine can keep resident (throughput is
+    non-decreasing in concurrency up to that point; beyond it only the admission wait grows)."""
+    p = as_float_array(input_tokens)
+    n = as_float_array(output_tokens)
+    cap = resident_capacity(
+        model, input_tokens=p, output_tokens=n, kv_capacity_tokens=kv_capacity_tokens
+    )
+    return closed_loop(
+        model,
+        concurrency=cap,
+        input_tokens=p,
+        output_tokens=n,
+        kv_capacity_tokens=kv_capacity_tokens,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Steps:
+    steps: FloatArray
+    """Steps a request stays in the engine: queued, prefilling and decoding."""
+    prefill_steps: FloatArray
+    """Steps carrying its own prompt: ``⌈P / (M − b̄)⌉``."""
+    mean_step_s: FloatArray
+    mix_step_s: FloatArray
+    decode_step_s: FloatArray
+    """A step carrying only decodes."""
+    mix_share: FloatArray
+    """Fraction of steps that carry prefill tokens."""
+    own_prefill_s: FloatArray
+    """Time from a request's first prefill step to its first token: one whole step when its
+    prompt fits (it shares the step with others), else ``k·τ_dec + (P/c)·(τ_mix − τ_dec)``."""
+    residual_s: FloatArray
+    """Mean remaining time of the step a new request arrives in: ``E[τ²] / (2 E[τ])``."""
+    parallel_prefills: FloatArray
+    """Whole prompts that fit in one step's free budget (at least 1)."""
+
+
+def _prefill_queue_s(
+    state: _Steps, rate: FloatArray, resident: FloatArray, clumping: float
+) -> FloatArray:
+    """Mean wait behind other prompts. Prompts are served ``m`` per step, each in ``S`` (own
+    prefill time), so the effective service is ``S/m`` and ``ρ = X·S/m``. Poisson-like
+    arrivals wait ``ρ·(S/m)/(2(1 − ρ))`` (M/D/1); arrivals in clumps of
+    ``g = 1 + κ(L − 1)`` add ``(g − 1)/2·(S/m)`` (the mean position in the clump). The total is
+    at most ``(L − 1)·S/m``: everyone else ahead."""
+    m = state.parallel_prefills
+    service = state.own_prefill_s / m
+    rho = rate * service
+    others = np.maximum(resident - 1.0, 0.0)
+    bound = others * service
+    wait = rho * service / (2 * np.maximum(1.0 - rho, 1e-9)) + clumping * others * service / 2
+    return np.asarray(np.where(rho < 1.0, np.minimum(wait, bound), bound), dtype=np.float64)
+
+
+def _steady_steps(
+    model: StepTimeModel,
+    resident: FloatArray,
+    p: FloatArray,
+    n: FloatArray,
+    ctx: FloatArray,
+    budget: float,
+    pp: float,
+    queue_s: FloatArray,
+) -> _Steps:
+    """Steps per request lifetime and step times for ``resident`` sequences, given the mean
+    prefill queueing ``queue_s`` (from the previous fixed-point iterate)."""
+    steps = n.copy()
+    b = np.zeros_like(n)
+    chunk = p.copy()
+    first = np.ones_like(n)
+    mean = np.zeros_like(n)
+    t_mix = np.zeros_like(n)
+    t_dec = np.zeros_like(n)
+    share = np.zeros_like(n)
+    prompts = np.ones_like(n)
+    for _ in range(3):
+        b = resident * (n - 1) / steps
+        room = np.maximum(budget - b, 1.0)
+        first = np.ceil(p / room)
+        u = resident * p / steps
+        chunk = np.minimum(room, np.maximum(u, p))
+        share = np.minimum(u / chunk, 1.0)
+        prompts = np.maximum(chunk / p, 1.0)
+        offset = np.where(chunk < p, (p - chunk) / 2, 0.0)
+        mixed = StepWork.mixed(
+            prefill_tokens=chunk / prompts,
+            prefill_sequences=prompts / pp,
+            prefill_cached_tokens=offset,
+            decode_sequences=b / pp,
+            decode_context_tokens=ctx,
+        )
+        decode_only = StepWork.decode(np.maximum(b / pp, 0.0), ctx)
+        times = model.step_time(StepWork.concatenate([mixed, decode_only])).total_s
+        t_mix, t_dec = times[: len(p)], times[len(p) :]
+        mean = share * t_mix + (1 - share) * t_dec
+        waiting = queue_s / np.maximum(mean, 1e-12)
+        steps = np.maximum(n - 1 + first + waiting, resident * (p + n - 1) / budget)
+    residual = (share * t_mix**2 + (1 - share) * t_dec**2) / (2 * np.maximum(mean, 1e-12))
+    fraction = np.where(first > 1, p / chunk, 1.0)
+    own = first * t_dec + fraction * (t_mix - t_dec)
+    return _Steps(
+        steps=steps,
+        prefill_steps=first,
+        mean_step_s=mean,
+        mix_step_s=t_mix,
+        decode_step_s=t_dec,
+        mix_share=share,
+        own_prefill_s=own,
+        residual_s=residual,
+        parallel_prefills=np.maximum(np.floor(np.maximum(budget - b, 1.0) / p), 1.0),
+    )

@@ -1,0 +1,54 @@
+"""Workload generation for the serving simulator: arrivals, token lengths, open and closed loops.
+
+The caller always passes a ``numpy.random.Generator``; nothing here touches a global RNG.
+
+=============================  ================================================================
+``open_loop_workload``         Poisson / gamma(cv) / constant send times + length distributions
+``trace_workload``             replay given send times and lengths
+``closed_loop_workload``       ``N`` clients with optional think time
+``unit_rate_arrival_times``    the common-random-numbers skeleton ``U`` (arrivals = ``U / λ``)
+``OpenLoopWorkload.with_rate`` rescale a workload to another rate, lengths kept
+=============================  ================================================================
+"""
+
+from servesize.core.traffic.arrivals import ArrivalProcess, arrival_times_s, unit_rate_arrival_times
+from servesize.core.traffic.lengths import (
+    FixedLength,
+    GeometricLength,
+    HistogramLength,
+    LengthDistribution,
+    LogNormalLength,
+    NormalLength,
+    UniformLength,
+)
+from servesize.core.traffic.workload import (
+    CLOSED_LOOP_WARNING,
+    ClosedLoopWorkload,
+    OpenLoopWorkload,
+    ThinkProcess,
+    Workload,
+    closed_loop_workload,
+    open_loop_workload,
+    trace_workload,
+)
+
+__all__ = [
+    "CLOSED_LOOP_WARNING",
+    "ArrivalProcess",
+    "ClosedLoopWorkload",
+    "FixedLength",
+    "GeometricLength",
+    "HistogramLength",
+    "LengthDistribution",
+    "LogNormalLength",
+    "NormalLength",
+    "OpenLoopWorkload",
+    "ThinkProcess",
+    "UniformLength",
+    "Workload",
+    "arrival_times_s",
+    "closed_loop_workload",
+    "open_loop_workload",
+    "trace_workload",
+    "unit_rate_arrival_times",
+]

@@ -1,0 +1,158 @@
+"""ORM tables. Byte and token counts use BigInteger (80 GiB overflows a 32-bit INTEGER)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Date,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.db.base import Base
+from servesize.db.types import UTCDateTime, utc_now
+
+
+class InstanceSecret(Base):
+    """One row: the random secret that keys API-key hashes when no ``SECRET_KEY`` is set."""
+
+    __tablename__ = "instance_secret"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    secret_hex: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+
+
+class ApiKey(Base):
+    """An API key: only a keyed hash of its secret part is stored."""
+
+    __tablename__ = "api_key"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(32), unique=True)
+    """Public identifier, also the second field of the key string ``ssk_<key_id>_<secret>``."""
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(128))
+    """Hex HMAC-SHA256 of the secret part, keyed by the instance secret."""
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    created_by: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None
+    )
+    """The admin key that created this one through the API; null when made by the CLI."""
+    note: Mapped[str | None] = mapped_column(Text, default=None)
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+class CustomModel(Base):
+    """A model architecture registered through the API (the catalogue lives in ``models/``)."""
+
+    __tablename__ = "custom_model"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[str] = mapped_column(String(200), unique=True)
+    """Hugging Face style id, ``org/name``."""
+    config: Mapped[dict[str, object]] = mapped_column(JSON)
+    """The ``config.json`` as registered, verbatim."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    created_by: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None
+    )
+
+
+class HardwareProfile(Base):
+    """An accelerator profile: datasheet figures (seeded) or a custom one (made via the API)."""
+
+    __tablename__ = "hardware_profile"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    """``datasheet`` (seeded from the reference table) or ``custom``."""
+    vendor: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(200))
+    memory_bytes: Mapped[int] = mapped_column(BigInteger)
+    memory_type: Mapped[str | None] = mapped_column(String(32), default=None)
+    memory_bandwidth_bytes_per_s: Mapped[int] = mapped_column(BigInteger)
+    peak_tflop_per_s: Mapped[dict[str, float | None]] = mapped_column(JSON)
+    interconnect_kind: Mapped[str | None] = mapped_column(String(32), default=None)
+    interconnect_bandwidth_bytes_per_s: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    gpus_per_node: Mapped[int] = mapped_column(Integer, default=8)
+    tdp_w: Mapped[float | None] = mapped_column(Float, default=None)
+    price_per_gpu_hour: Mapped[float | None] = mapped_column(Float, default=None)
+    price_currency: Mapped[str | None] = mapped_column(String(3), default=None)
+    price_as_of: Mapped[date | None] = mapped_column(Date, default=None)
+    price_source: Mapped[str | None] = mapped_column(Text, default=None)
+    identity_tokens: Mapped[list[str]] = mapped_column(JSON)
+    """Words a measured device's name must contain (see ``core.hardware.identity``)."""
+    source: Mapped[str | None] = mapped_column(Text, default=None)
+    notes: Mapped[str | None] = mapped_column(Text, default=None)
+    unverified_fields: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    version: Mapped[int] = mapped_column(Integer)
+    """Bumped on every update; the ETag, so concurrent editors cannot overwrite each other."""
+
+    __mapper_args__ = {"version_id_col": version}  # noqa: RUF012
+
+    def to_spec(self) -> HardwareSpec:
+        """The core value object the planner computes with."""
+        link = (
+            Interconnect(
+                kind=self.interconnect_kind,
+                bandwidth_bytes_per_s=self.interconnect_bandwidth_bytes_per_s,
+                gpus_per_node=self.gpus_per_node,
+            )
+            if self.interconnect_kind is not None
+            else None
+        )
+        return HardwareSpec(
+            id=self.id,
+            vendor=self.vendor,
+            name=self.name,
+            memory_bytes=self.memory_bytes,
+            memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s,
+            peak_tflop_per_s=dict(self.peak_tflop_per_s),
+            interconnect=link,
+            memory_type=self.memory_type,
+            tdp_w=self.tdp_w,
+        )
+
+
+class HardwareMeasurement(Base):
+    """One uploaded set of measurements; never updated, never overwritten."""
+
+    __tablename__ = "hardware_measurement"
+    __table_args__ = (UniqueConstraint("api_key_id", "idempotency_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    profile_id: Mapped[str] = mapped_column(
+        ForeignKey("hardware_profile.id", ondelete="RESTRICT"), index=True
+    )
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_key.id", ondelete="RESTRICT"))
+    idempotency_key: Mapped[str] = mapped_column(String(255))
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    """Fingerprint of method, path and canonical body: a replay must match it exactly."""
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    measured_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    agent_version: Mapped[str] = mapped_column(String(64))
+    method_version: Mapped[int] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(String(255))
+    device: Mapped[str] = mapped_column(String(64))
+    gpu_name: Mapped[str] = mapped_column(String(255))
+    gpu_uuid: Mapped[str | None] = mapped_column(String(128), default=None)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The validated upload, verbatim."""

@@ -1,0 +1,180 @@
+"""Every query lives here; routes and the CLI call these, never SQL directly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from servesize.db.models import (
+    ApiKey,
+    CustomModel,
+    HardwareMeasurement,
+    HardwareProfile,
+    InstanceSecret,
+)
+from servesize.db.types import utc_now
+from servesize.security import NewKey, Scope, generate_key, hash_secret, parse_key, verify_secret
+
+
+class ApiKeyRepository:
+    """API keys: create, list, revoke and authenticate."""
+
+    def __init__(self, session: Session, *, secret_key: bytes | None = None) -> None:
+        self.session = session
+        self._secret_key = secret_key
+
+    def instance_secret(self) -> bytes:
+        """``SECRET_KEY`` when configured, else the random secret the first migration stored."""
+        if self._secret_key is not None:
+            return self._secret_key
+        row = self.session.get(InstanceSecret, 1)
+        if row is None:
+            raise RuntimeError("the database has no instance secret; run the migrations")
+        return bytes.fromhex(row.secret_hex)
+
+    def create(
+        self, *, name: str, scopes: Sequence[Scope], created_by: int | None = None
+    ) -> tuple[ApiKey, NewKey]:
+        new = generate_key()
+        row = ApiKey(
+            key_id=new.key_id,
+            name=name,
+            key_hash=hash_secret(new.secret, instance_secret=self.instance_secret()),
+            scopes=sorted({s.value for s in scopes}),
+            created_at=utc_now(),
+            created_by=created_by,
+        )
+        self.session.add(row)
+        self.session.flush()
+        return row, new
+
+    def list(self) -> Sequence[ApiKey]:
+        return self.session.scalars(select(ApiKey).order_by(ApiKey.id)).all()
+
+    def get(self, key_id: str) -> ApiKey | None:
+        return self.session.scalar(select(ApiKey).where(ApiKey.key_id == key_id))
+
+    def revoke(self, key_id: str) -> ApiKey | None:
+        """Mark a key revoked (idempotent); ``None`` when no such key exists."""
+        row = self.get(key_id)
+        if row is not None and row.revoked_at is None:
+            row.revoked_at = utc_now()
+            self.session.flush()
+        return row
+
+    def authenticate(self, token: str) -> ApiKey | None:
+        """The live key that ``token`` presents, or ``None`` (unknown, wrong or revoked)."""
+        parts = parse_key(token)
+        if parts is None:
+            return None
+        row = self.get(parts.key_id)
+        if row is None:
+            # Spend the same work as a real comparison so timing does not reveal key ids.
+            verify_secret(parts.secret, "0" * 64, instance_secret=b"\0" * 32)
+            return None
+        if not verify_secret(parts.secret, row.key_hash, instance_secret=self.instance_secret()):
+            return None
+        return None if row.revoked else row
+
+
+class CustomModelRepository:
+    """Model architectures registered through the API."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, model_id: str) -> CustomModel | None:
+        return self.session.scalar(select(CustomModel).where(CustomModel.model_id == model_id))
+
+    def list(self) -> Sequence[CustomModel]:
+        return self.session.scalars(select(CustomModel).order_by(CustomModel.model_id)).all()
+
+    def add(
+        self, *, model_id: str, config: dict[str, object], created_by: int | None
+    ) -> CustomModel:
+        row = CustomModel(
+            model_id=model_id, config=config, created_at=utc_now(), created_by=created_by
+        )
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def delete(self, row: CustomModel) -> None:
+        self.session.delete(row)
+        self.session.flush()
+
+
+class HardwareRepository:
+    """Hardware profiles and their measurements."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, profile_id: str) -> HardwareProfile | None:
+        return self.session.get(HardwareProfile, profile_id)
+
+    def page(
+        self, *, offset: int, limit: int, vendor: str | None, kind: str | None
+    ) -> tuple[Sequence[HardwareProfile], int]:
+        query = select(HardwareProfile)
+        if vendor is not None:
+            query = query.where(func.lower(HardwareProfile.vendor) == vendor.lower())
+        if kind is not None:
+            query = query.where(HardwareProfile.kind == kind)
+        total = self.session.scalar(select(func.count()).select_from(query.subquery())) or 0
+        rows = self.session.scalars(
+            query.order_by(HardwareProfile.id).offset(offset).limit(limit)
+        ).all()
+        return rows, total
+
+    def add(self, row: HardwareProfile) -> HardwareProfile:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def delete(self, row: HardwareProfile) -> None:
+        self.session.delete(row)
+        self.session.flush()
+
+    def measurement_counts(self, profile_ids: Sequence[str]) -> dict[str, int]:
+        if not profile_ids:
+            return {}
+        rows = self.session.execute(
+            select(HardwareMeasurement.profile_id, func.count())
+            .where(HardwareMeasurement.profile_id.in_(profile_ids))
+            .group_by(HardwareMeasurement.profile_id)
+        ).all()
+        return {profile_id: int(count) for profile_id, count in rows}
+
+    def measurements(
+        self, profile_id: str, *, offset: int = 0, limit: int | None = None
+    ) -> Sequence[HardwareMeasurement]:
+        """Newest first."""
+        query = (
+            select(HardwareMeasurement)
+            .where(HardwareMeasurement.profile_id == profile_id)
+            .order_by(HardwareMeasurement.id.desc())
+            .offset(offset)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        return self.session.scalars(query).all()
+
+    def get_measurement(self, profile_id: str, measurement_id: int) -> HardwareMeasurement | None:
+        row = self.session.get(HardwareMeasurement, measurement_id)
+        return row if row is not None and row.profile_id == profile_id else None
+
+    def by_idempotency_key(self, api_key_id: int, key: str) -> HardwareMeasurement | None:
+        return self.session.scalar(
+            select(HardwareMeasurement).where(
+                HardwareMeasurement.api_key_id == api_key_id,
+                HardwareMeasurement.idempotency_key == key,
+            )
+        )
+
+    def add_measurement(self, row: HardwareMeasurement) -> HardwareMeasurement:
+        self.session.add(row)
+        self.session.flush()
+        return row

@@ -1,0 +1,59 @@
+"""Datasheet hardware profiles, read from the reference GPU table shipped with the package."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from servesize.core.hardware import datasheet_spec, identity_tokens
+
+GPUS_JSON = Path(__file__).resolve().parent.parent / "data" / "gpus.json"
+
+
+def datasheet_entries(path: Path = GPUS_JSON) -> list[dict[str, Any]]:
+    """The ``gpus[]`` entries of the reference table, as written."""
+    entries: list[dict[str, Any]] = json.loads(path.read_text())["gpus"]
+    return entries
+
+
+def datasheet_rows(path: Path = GPUS_JSON) -> list[dict[str, Any]]:
+    """One ``hardware_profile`` row per ``gpus[]`` entry, units converted by the core."""
+    retrieved = str(json.loads(path.read_text()).get("retrieved", ""))
+    now = datetime.now(UTC)
+    rows: list[dict[str, Any]] = []
+    for entry in datasheet_entries(path):
+        spec = datasheet_spec(entry)
+        link = spec.interconnect
+        unverified = list(entry.get("unverified_fields") or [])
+        if entry.get("unverified"):
+            unverified.insert(0, "whole entry")
+        rows.append(
+            {
+                "id": spec.id,
+                "kind": "datasheet",
+                "vendor": spec.vendor,
+                "name": spec.name,
+                "memory_bytes": spec.memory_bytes,
+                "memory_type": spec.memory_type,
+                "memory_bandwidth_bytes_per_s": spec.memory_bandwidth_bytes_per_s,
+                "peak_tflop_per_s": dict(spec.peak_tflop_per_s),
+                "interconnect_kind": link.kind if link else None,
+                "interconnect_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s if link else None,
+                "gpus_per_node": link.gpus_per_node if link else 8,
+                "tdp_w": spec.tdp_w,
+                "price_per_gpu_hour": None,
+                "price_currency": None,
+                "price_as_of": None,
+                "price_source": None,
+                "identity_tokens": list(identity_tokens(spec.name)),
+                "source": "; ".join(entry.get("sources") or []) + f" (retrieved {retrieved})",
+                "notes": entry.get("notes"),
+                "unverified_fields": unverified,
+                "created_at": now,
+                "updated_at": now,
+                "version": 1,
+            }
+        )
+    return rows

@@ -1,0 +1,163 @@
+"""Hardware-profile schemas."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from servesize.schemas.base import RequestModel, ResponseModel
+
+PeakDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+PROFILE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+
+
+class InterconnectIn(RequestModel):
+    """The GPU-to-GPU link inside a node."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    kind: Literal["nvlink", "pcie", "infinity_fabric", "ethernet", "none"] = Field(
+        examples=["nvlink"]
+    )
+    """The link technology."""
+    bandwidth_bytes_per_s: int | None = Field(default=None, gt=0, examples=[450_000_000_000])
+    """Per GPU and per direction (NVLink 4: 450 GB/s = 4.5e11). Null: unknown (collectives
+    then assume PCIe, about 25 GB/s)."""
+    gpus_per_node: int = Field(default=8, ge=1, le=1024, examples=[8])
+    """GPUs in one node; a deployment may not spread TP × PP over more."""
+
+
+class PriceIn(RequestModel):
+    per_gpu_hour: float = Field(gt=0, le=10_000)
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    as_of: date
+    source: str = Field(min_length=1, max_length=2000)
+
+
+class HardwareProfileCreate(RequestModel):
+    """A custom profile (scope ``admin``). Datasheet profiles are seeded and read-only."""
+
+    id: str = Field(pattern=PROFILE_ID_PATTERN, examples=["h100-sxm-lab-a"])
+    vendor: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=200, examples=["H100 SXM (lab A)"])
+    memory_bytes: int = Field(gt=0, le=2**50)
+    memory_type: str | None = Field(default=None, max_length=32)
+    memory_bandwidth_bytes_per_s: int = Field(gt=0, le=10**15)
+    peak_tflop_per_s: dict[PeakDtype, float | None] = Field(
+        description="Dense peak per dtype in TFLOP/s (int8 in TOPS); null = unsupported."
+    )
+    interconnect: InterconnectIn | None = None
+    tdp_w: float | None = Field(default=None, gt=0, le=100_000)
+    price: PriceIn | None = None
+    identity_tokens: list[str] | None = Field(
+        default=None,
+        description="Words a measured device name must contain; default: from `name`. "
+        "An empty list accepts uploads from any device.",
+    )
+    source: str | None = Field(default=None, max_length=4000)
+    notes: str | None = Field(default=None, max_length=4000)
+
+
+class HardwareProfilePatch(RequestModel):
+    """Fields to change. Datasheet profiles accept only ``price`` and ``notes``."""
+
+    vendor: str | None = Field(default=None, min_length=1, max_length=64)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    memory_bytes: int | None = Field(default=None, gt=0, le=2**50)
+    memory_type: str | None = Field(default=None, max_length=32)
+    memory_bandwidth_bytes_per_s: int | None = Field(default=None, gt=0, le=10**15)
+    peak_tflop_per_s: dict[PeakDtype, float | None] | None = None
+    interconnect: InterconnectIn | None = None
+    tdp_w: float | None = Field(default=None, gt=0, le=100_000)
+    price: PriceIn | None = None
+    identity_tokens: list[str] | None = None
+    source: str | None = Field(default=None, max_length=4000)
+    notes: str | None = Field(default=None, max_length=4000)
+
+
+class InterconnectOut(ResponseModel):
+    kind: str
+    bandwidth_bytes_per_s: int | None
+    gpus_per_node: int
+
+
+class PriceOut(ResponseModel):
+    per_gpu_hour: float
+    currency: str
+    as_of: date | None
+    source: str | None
+
+
+class HardwareProfileSummary(ResponseModel):
+    id: str
+    kind: Literal["datasheet", "custom"]
+    vendor: str
+    name: str
+    memory_bytes: int
+    memory_bandwidth_bytes_per_s: int
+    peak_tflop_per_s: dict[str, float | None]
+    interconnect: InterconnectOut | None
+    price: PriceOut | None
+    measurement_count: int
+    version: int
+
+
+class EfficiencyPointOut(ResponseModel):
+    m: int
+    median_efficiency: float
+    best_efficiency: float
+    samples: int
+
+
+class SourcedValue(ResponseModel):
+    """A number and where it came from: ``datasheet-default`` or ``measurement:<id>``."""
+
+    value: float
+    source: str
+
+
+class Efficiencies(ResponseModel):
+    """What the step-time model consumes, each number with its source."""
+
+    gemm: dict[str, list[EfficiencyPointOut]]
+    gemm_source: str
+    gemm_default: SourcedValue
+    memory_bandwidth: SourcedValue
+    kernel_launch_overhead_s: SourcedValue | None
+    collective_bus_bandwidth: list[dict[str, float | int | str]]
+
+
+class MeasurementSummary(ResponseModel):
+    id: int
+    received_at: datetime
+    measured_at: datetime
+    agent_version: str
+    method_version: int
+    host: str
+    device: str
+    gpu_name: str
+    gpu_uuid: str | None
+    gemm_results: int
+    bandwidth_results: int
+    collective_results: int
+    endpoint_benchmarks: int
+
+
+class HardwareProfileOut(HardwareProfileSummary):
+    memory_type: str | None
+    tdp_w: float | None
+    identity_tokens: list[str]
+    source: str | None
+    notes: str | None
+    unverified_fields: list[str]
+    created_at: datetime
+    updated_at: datetime
+    latest_measurement: MeasurementSummary | None
+    efficiencies: Efficiencies
+
+
+class MeasurementOut(MeasurementSummary):
+    profile_id: str
+    payload: dict[str, object]

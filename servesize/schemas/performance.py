@@ -1,0 +1,73 @@
+"""Step-time and steady-state performance schemas."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from servesize.schemas.base import RequestModel, ResponseModel
+from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
+from servesize.schemas.models import ModelRef
+
+
+class WorkloadPoint(RequestModel):
+    """A closed loop of ``concurrency`` clients sending fixed-length requests back to back."""
+
+    concurrency: int = Field(default=1, ge=1, le=100_000)
+    input_tokens: int = Field(default=1024, ge=1, le=2**24)
+    output_tokens: int = Field(default=256, ge=1, le=2**24)
+
+
+class PerformanceRequest(RequestModel):
+    model: ModelRef = Field(examples=["meta-llama/Llama-3.1-8B"])
+    hardware: HardwareRef = Field(examples=["h100-sxm"])
+    deployment: DeploymentIn = Field(default_factory=DeploymentIn)
+    workload: WorkloadPoint = Field(default_factory=WorkloadPoint)
+    use_measurements: bool = True
+    """Use measured kernel tables when the profile has them (else datasheet roofline)."""
+    calibrated: bool = True
+    """Apply the per-engine constants fitted on measured serving data."""
+
+
+class PhaseBound(ResponseModel):
+    prefill: str
+    decode: str
+
+
+class ArithmeticIntensity(ResponseModel):
+    """FLOPs per HBM byte; compare with ``ridge_point_flops_per_byte``."""
+
+    prefill: float
+    decode: float
+
+
+class PerformanceResponse(ResponseModel):
+    """Steady state of the closed loop, averaged over requests, as a benchmark at that
+    concurrency reports it (TPOT = (E2E − TTFT)/(N − 1))."""
+
+    model: str
+    hardware: str
+    engine: str
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    prefill_time_s: float
+    """One prompt alone on an idle engine (engine time)."""
+    decode_step_time_s: float
+    """A decode-only step with every resident sequence decoding."""
+    ttft_zero_load_s: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    throughput_output_tokens_per_s: float
+    throughput_requests_per_s: float
+    resident_sequences: float
+    admission_wait_s: float
+    bound: PhaseBound
+    arithmetic_intensity: ArithmeticIntensity
+    ridge_point_flops_per_byte: float
+    kv_capacity_tokens: int
+    weights_bytes_per_gpu: int
+    sources: dict[str, str]
+    """Which numbers were measured and which defaulted."""
+    defaults_applied: list[AppliedDefaultOut]
+    warnings: list[str]

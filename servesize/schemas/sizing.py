@@ -1,0 +1,234 @@
+"""Request and response schemas of auto-sizing (``POST /v1/sizing``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, ConfigDict, Field
+
+from servesize.core.memory.kv_format import KV_CACHE_DTYPES
+from servesize.schemas.base import RequestModel, ResponseModel
+from servesize.schemas.models import ModelRef
+from servesize.schemas.simulate import LengthIn
+from servesize.schemas.slo import SloIn
+
+Engine = Literal["vllm", "sglang", "trtllm"]
+MAX_GRID = 16
+MIN_BATCHED_TOKENS = 256
+"""Smallest step token budget searched: below it a step holds only a sliver of a prompt, so
+prefills take many steps (Sarathi-Serve's smallest budgets are 256-512 tokens)."""
+
+
+def _kv_cache_dtype(value: str) -> str:
+    if value.strip().lower() not in KV_CACHE_DTYPES:
+        raise ValueError(f"{value!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+    return value
+
+
+ParallelSize = Annotated[int, Field(ge=1, le=1024)]
+KvCacheDtype = Annotated[str, Field(max_length=32), AfterValidator(_kv_cache_dtype)]
+
+
+class _In(RequestModel):
+    """Request parts whose attribute docstrings are their OpenAPI descriptions."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+
+class SizingTrafficIn(_In):
+    """The forecast: open-loop arrivals at ``rate_per_s`` (the fleet's target)."""
+
+    rate_per_s: float = Field(gt=0, le=1_000_000, examples=[50.0])
+    """Mean requests per second the whole fleet must serve."""
+    process: Literal["poisson", "gamma", "constant"] = Field(
+        default="poisson", examples=["poisson", "gamma"]
+    )
+    """How send times are drawn: exponential, gamma (burstiness ``cv``) or equal gaps."""
+    cv: float = Field(default=1.0, gt=0, le=100, examples=[2.0])
+    """Coefficient of variation of the gaps (``gamma`` only)."""
+    input_tokens: LengthIn = Field(default=1024, examples=[1024])
+    """Prompt tokens per request: a number or a distribution."""
+    output_tokens: LengthIn = Field(default=256, examples=[256])
+    """Output tokens per request: a number or a distribution."""
+    timeout_s: float | None = Field(default=None, gt=0, le=86_400, examples=[60.0])
+    """Client timeout; a request still unfinished by then counts as failed. Null: none."""
+    seed: int = Field(default=0, ge=0, le=2**63 - 1, examples=[0])
+    """Seed of the verification simulations (same seed, same answer)."""
+
+
+class CandidatesIn(_In):
+    """What the search may choose from; unset knob grids use small defaults."""
+
+    hardware: list[str] | None = Field(default=None, max_length=64, examples=[["h100-sxm"]])
+    """Hardware profile ids (repeats count once); default: every profile in the database."""
+    engines: list[Engine] = Field(default=["vllm"], min_length=1, max_length=3, examples=[["vllm"]])
+    """Serving engines to consider."""
+    tensor_parallel: list[ParallelSize] = Field(
+        default=[1, 2, 4, 8], min_length=1, max_length=MAX_GRID, examples=[[1, 2]]
+    )
+    """Allowed tensor-parallel sizes (``--tensor-parallel-size``)."""
+    pipeline_parallel: list[ParallelSize] = Field(
+        default=[1], min_length=1, max_length=MAX_GRID, examples=[[1]]
+    )
+    """Allowed pipeline-parallel sizes."""
+    expert_parallel: list[bool] = Field(
+        default=[False], min_length=1, max_length=2, examples=[[False, True]]
+    )
+    """Whether MoE experts are sharded (``--enable-expert-parallel``): off, on or both."""
+    data_parallel: list[ParallelSize] = Field(
+        default=[1], min_length=1, max_length=MAX_GRID, examples=[[1]]
+    )
+    """Allowed data-parallel sizes inside one engine."""
+    max_num_seqs: list[Annotated[int, Field(ge=1, le=2**20)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_GRID, examples=[[128, 256]]
+    )
+    """Running-batch limits to try. Default: the engine's own default."""
+    max_num_batched_tokens: list[Annotated[int, Field(ge=MIN_BATCHED_TOKENS, le=2**24)]] | None = (
+        Field(default=None, min_length=1, max_length=8, examples=[[8192]])
+    )
+    """Step token budgets to try, each at least 256 and at least every ``max_num_seqs`` given
+    (vLLM refuses a smaller budget at start-up). Default: 2048 (latency-friendly) and 8192
+    (throughput)."""
+    gpu_memory_utilization: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(
+        default=None, min_length=1, max_length=8, examples=[[0.9]]
+    )
+    """Memory fractions in (0, 1] to try. Default: the engine's own default."""
+    kv_cache_dtype: list[KvCacheDtype] | None = Field(
+        default=None, min_length=1, max_length=4, examples=[["auto"]]
+    )
+    """KV-cache dtypes to try. Default: the model dtype (``auto``) and ``fp8``."""
+    max_model_len: list[Annotated[int, Field(ge=1, le=2**24)]] | None = Field(
+        default=None, min_length=1, max_length=4, examples=[[4096]]
+    )
+    """Context lengths to try, each at most the model's ``max_position_embeddings``; a length
+    below the longest request (prompt + output) rejects its candidates as
+    ``context-too-short``. Default: the smallest power of two that holds the longest
+    request."""
+    disaggregation: bool = Field(default=False, examples=[True])
+    """Also consider prefill/decode disaggregation."""
+    max_gpus: int | None = Field(default=None, ge=1, le=100_000, examples=[16])
+    """Most GPUs a plan may use in total (all replicas, both pools). Null: no limit."""
+
+
+class SizingRequest(_In):
+    """Target traffic + SLO + candidates → ranked, costed plans."""
+
+    model: ModelRef = Field(examples=["meta-llama/Llama-3.1-8B"])
+    """A catalogue or custom model id, or an inline ``{"hf_config": {...}}``."""
+    traffic: SizingTrafficIn = Field(
+        examples=[{"rate_per_s": 20.0, "input_tokens": 1024, "output_tokens": 256}]
+    )
+    """The forecast the fleet must serve."""
+    slo: SloIn = Field(examples=[{"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.05}}])
+    """The objective every plan must meet at the target load."""
+    candidates: CandidatesIn = Field(
+        default_factory=CandidatesIn, examples=[{"hardware": ["h100-sxm", "a100-sxm-80gb"]}]
+    )
+    """What the search may choose from."""
+    prices: dict[str, float] = Field(default_factory=dict, examples=[{"h100-sxm": 2.5}])
+    """Price per GPU-hour by hardware id; overrides the profile's price. A shared price sheet
+    is fine: prices of known hardware outside the search are ignored."""
+    headroom: float = Field(default=0.85, gt=0, le=1, examples=[0.85])
+    """Plans run each replica at most at this fraction of its Tier A capacity."""
+    verify_top: int = Field(default=3, ge=0, le=10, examples=[3])
+    """Plans verified by simulating every replica at the target load."""
+    calibrated: bool = Field(default=True, examples=[True])
+    """Apply the per-engine constants fitted on measured serving data."""
+
+
+class PredictedOut(ResponseModel):
+    """Whole-plan metrics at the target load (seconds; requests per second)."""
+
+    source: Literal["tier_a", "simulation"]
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    ttft_p99_s: float | None
+    tpot_p50_s: float | None
+    tpot_p95_s: float | None
+    e2e_p95_s: float | None
+    throughput_requests_per_s: float | None
+    goodput_requests_per_s: float | None
+    feasible: bool
+    binding: str
+    reason: str
+
+
+class EngineArgsOut(ResponseModel):
+    vllm: list[str]
+    sglang: list[str]
+
+
+class KnobsOut(ResponseModel):
+    max_num_seqs: int | None
+    max_num_batched_tokens: int
+    gpu_memory_utilization: float
+    kv_cache_dtype: str
+    max_model_len: int
+
+
+class PlanOut(ResponseModel):
+    rank: int
+    kind: Literal["aggregated", "disaggregated"]
+    hardware: str
+    engine: str
+    gpus_per_replica: int
+    replicas: int
+    prefill_replicas: int | None
+    decode_replicas: int | None
+    total_gpus: int
+    parallelism: dict[str, int | bool]
+    knobs: KnobsOut
+    engine_args: EngineArgsOut
+    decode_engine_args: EngineArgsOut | None
+    """Disaggregated plans: the decode pool's command (``engine_args`` is the prefill pool's)."""
+    max_rate_per_replica_per_s: float
+    decode_max_rate_per_replica_per_s: float | None
+    utilization: float
+    headroom: float
+    binding: str
+    kv_transfer_s: float | None
+    kv_capacity_tokens: int
+    price_per_gpu_hour: float | None
+    cost_per_hour: float | None
+    cost_per_million_output_tokens: float | None
+    tier_a: PredictedOut | None
+    simulation: PredictedOut | None
+    verified: bool
+    decided_by: Literal["tier_a", "simulation"]
+    verification: Literal["fleet", "one-replica-thinned", "sub-fleet-thinned"] | None
+    """How the plan was simulated: the whole fleet, one replica at its share of a randomly
+    routed fleet's arrivals (exact for random routing, conservative for least-loaded), or a
+    small prefill/decode sub-fleet at each pool's share. Null: not simulated."""
+    notes: list[str]
+    """Why a plan is decided by Tier A although verification was asked for (an inconclusive
+    run, the simulation budget) and the misses that added replicas."""
+
+
+class RejectedOut(ResponseModel):
+    candidate: str
+    reason: str
+    detail: str
+    miss: float | None = None
+
+
+class SizingResponse(ResponseModel):
+    model: str
+    target_rate_per_s: float
+    headroom: float
+    plans: list[PlanOut]
+    plans_found: int
+    explanation: str = Field(
+        examples=[
+            "Best: h100-sxm vllm TP1 ... × 3 replicas (3 GPUs, $7.50/h), verified by simulation; "
+            "binding constraint tpot_s.p95, 71% of its capacity at the target rate."
+        ]
+    )
+    """What won and by how much over the runner-up, the rejections counted by reason; with no
+    plan, what every candidate ran into and the nearest miss."""
+    rejected: list[RejectedOut]
+    candidates_evaluated: int
+    simulations: int
+    simulated_requests: int
+    elapsed_s: float
+    cached: bool
+    warnings: list[str]

@@ -1,0 +1,59 @@
+"""Process configuration, read once at the entry points (app factory, CLI, migrations)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+class Settings(BaseSettings):
+    """Environment variables (case-insensitive: ``DATABASE_URL`` sets ``database_url``) or ``.env``.
+
+    Relative paths resolve against the working directory.
+    """
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+
+    database_url: str = "sqlite:///servesize.db"
+    """SQLAlchemy URL: SQLite by default, ``postgresql+psycopg://user:pw@host/db`` in production."""
+
+    models_dir: Path = Path(str(files("servesize") / "data" / "models"))
+    """Directory of the model catalogue: one upstream ``config.json`` per ``{org}--{name}.json``."""
+
+    log_level: LogLevel = "INFO"
+    """Minimum level of the JSON log lines written to standard error."""
+
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """Largest request body accepted; larger bodies get 413 (default 1 MiB)."""
+
+    read_requires_key: bool = False
+    """When true, GET endpoints under /v1 also need a valid API key (any scope)."""
+
+    rate_limit_per_minute: int = Field(default=1200, ge=0)
+    """Requests per minute allowed per API key (or per client address without one); 0 = off."""
+
+    secret_key: SecretStr | None = Field(default=None, repr=False)
+    """Secret for the keyed hash of API keys. Unset: a random secret stored in the database
+    at migration time is used, so API keys survive restarts with no configuration."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalise_postgres_scheme(cls, url: str) -> str:
+        """Accept the ``postgres://`` and ``postgresql://`` spellings; we speak psycopg 3."""
+        for prefix in ("postgres://", "postgresql://"):
+            if url.startswith(prefix):
+                return "postgresql+psycopg://" + url[len(prefix) :]
+        return url
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once; only entry points call this."""
+    return Settings()
