@@ -1,19 +1,30 @@
 # Two commands for a fresh machine: `make run` and `make test`.
+# Dependencies come from the hashed lock files in requirements/ (regenerate with `make lock`).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+LOCKS := requirements/build.txt requirements/lock.txt
 
-.PHONY: install run test lint bench clean
+# `make lock` keeps every pin it can; `make lock UPGRADE=1` moves them to the newest releases.
+UV_VERSION := 0.13.9
+LOCK_VENV := .venv-lock
+UV := $(LOCK_VENV)/bin/uv
+UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+
+.PHONY: install run test lint bench lock clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The locked set (dev, server, postgres, hub, agent), then the project itself without dependencies.
+$(STAMP): $(LOCKS) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/build.txt
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/lock.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 run: install
@@ -31,5 +42,14 @@ test: lint
 bench: install
 	$(BIN)/python -m bench
 
+# build.txt: pip and setuptools; lock.txt: the dev extra (everything but cuda);
+# agent.txt: what `servesize[agent]` needs on a measured host, at lock.txt's versions.
+lock:
+	test -x $(UV) || { $(PYTHON) -m venv $(LOCK_VENV) && \
+		$(LOCK_VENV)/bin/python -m pip install --quiet uv==$(UV_VERSION); }
+	$(UV_COMPILE) requirements/build.in -o requirements/build.txt
+	$(UV_COMPILE) pyproject.toml --extra dev -o requirements/lock.txt
+	$(UV_COMPILE) pyproject.toml --extra agent -c requirements/lock.txt -o requirements/agent.txt
+
 clean:
-	rm -rf $(VENV) servesize.db servesize.db-wal servesize.db-shm
+	rm -rf $(VENV) $(LOCK_VENV) servesize.db servesize.db-wal servesize.db-shm
