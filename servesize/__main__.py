@@ -1,4 +1,4 @@
-"""``python -m service`` runs the ``servesize`` command."""
+"""``python -m servesize`` runs the ``servesize`` command."""
 
 from servesize.cli import main
 
