@@ -42,13 +42,15 @@ test: lint
 bench: install
 	$(BIN)/python -m bench
 
-# build.txt: pip and setuptools; lock.txt: the dev extra (everything but cuda);
-# agent.txt: what `servesize[agent]` needs on a measured host, at lock.txt's versions.
+# build.txt: pip and setuptools; lock.txt: the dev extra (everything but cuda); at lock.txt's
+# versions, server.txt: the Docker image (server, postgres); agent.txt: `servesize[agent]`.
 lock:
 	test -x $(UV) || { $(PYTHON) -m venv $(LOCK_VENV) && \
 		$(LOCK_VENV)/bin/python -m pip install --quiet uv==$(UV_VERSION); }
 	$(UV_COMPILE) requirements/build.in -o requirements/build.txt
 	$(UV_COMPILE) pyproject.toml --extra dev -o requirements/lock.txt
+	$(UV_COMPILE) pyproject.toml --extra server --extra postgres -c requirements/lock.txt \
+		-o requirements/server.txt
 	$(UV_COMPILE) pyproject.toml --extra agent -c requirements/lock.txt -o requirements/agent.txt
 
 clean:

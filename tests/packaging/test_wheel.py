@@ -27,7 +27,7 @@ PACKAGE = REPO / "servesize"
 # Environment variables passed through to the installed commands; everything else (PYTHONPATH,
 # DATABASE_URL, MODELS_DIR, ...) is left out so that nothing points back into the repository.
 PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-SERVER_STACK = {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "pydantic-settings"}
+SERVER_STACK = {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "prometheus-client"}
 
 
 @dataclass(frozen=True)
