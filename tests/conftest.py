@@ -19,7 +19,7 @@ from sqlalchemy import insert, text
 from servesize.api.app import create_app
 from servesize.db import migrate
 from servesize.db.base import Base
-from servesize.db.engine import make_engine, make_sessionmaker, transaction
+from servesize.db.connection import create_db_engine, make_sessionmaker, transaction
 from servesize.db.models import HardwareProfile
 from servesize.db.repository import ApiKeyRepository
 from servesize.db.seed import datasheet_rows
@@ -72,14 +72,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     schema: PostgresSchema = request.getfixturevalue("postgres_schema")
     yield schema.url
-    engine = make_engine(schema.url)
+    db_engine = create_db_engine(schema.url)
     try:
-        with engine.begin() as conn:
+        with db_engine.begin() as conn:
             tables = [t.name for t in Base.metadata.sorted_tables if t.name not in KEPT_TABLES]
             conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
             conn.execute(insert(HardwareProfile), datasheet_rows())
     finally:
-        engine.dispose()
+        db_engine.dispose()
 
 
 @pytest.fixture
@@ -115,14 +115,14 @@ def create_key(database_url: str) -> Callable[..., str]:
     """Create an API key directly in the database; returns the full key string."""
 
     def create(*scopes: Scope, name: str | None = None) -> str:
-        engine = make_engine(database_url)
+        db_engine = create_db_engine(database_url)
         try:
-            with transaction(make_sessionmaker(engine)) as session:
+            with transaction(make_sessionmaker(db_engine)) as session:
                 label = name or "test-" + "-".join(s.value for s in scopes)
                 _, new = ApiKeyRepository(session).create(name=label, scopes=scopes)
                 return new.token
         finally:
-            engine.dispose()
+            db_engine.dispose()
 
     return create
 
