@@ -2,10 +2,14 @@
 
 SQLite tests get a per-test copy of a migrated template file; PostgreSQL tests share one
 migrated schema per run and have the application tables truncated after each test.
+
+Tests marked ``slow`` (the accuracy replays) run only with ``CI=true``, ``SLOW=1`` or
+``--slow``, or when ``-m`` names them; a slow test never takes a database, so it runs once.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -125,6 +129,34 @@ def create_key(database_url: str) -> Callable[..., str]:
             db_engine.dispose()
 
     return create
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slow", action="store_true", help="also run tests marked slow (as CI=true or SLOW=1 do)"
+    )
+
+
+def runs_slow_tests(config: pytest.Config) -> bool:
+    """``--slow``, ``SLOW=1``, ``CI=true``, or a ``-m`` expression that names ``slow``."""
+    return (
+        bool(config.getoption("--slow"))
+        or os.environ.get("SLOW", "").lower() in {"1", "true", "yes"}
+        or ci_requires_postgres()
+        or "slow" in (config.getoption("markexpr", "") or "")
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect slow tests unless asked for; refuse a slow test that takes a database (it
+    would run once per backend)."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    on_databases = [i.nodeid for i in slow if "database_url" in getattr(i, "fixturenames", ())]
+    if on_databases:
+        raise pytest.UsageError(f"slow tests must not run on every database: {on_databases}")
+    if slow and not runs_slow_tests(config):
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
