@@ -2,10 +2,14 @@
 
 SQLite tests get a per-test copy of a migrated template file; PostgreSQL tests share one
 migrated schema per run and have the application tables truncated after each test.
+
+Tests marked ``slow`` (the accuracy replays) run only with ``CI=true``, ``SLOW=1`` or
+``--slow``, or when ``-m`` names them; a slow test never takes a database, so it runs once.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,7 +23,7 @@ from sqlalchemy import insert, text
 from servesize.api.app import create_app
 from servesize.db import migrate
 from servesize.db.base import Base
-from servesize.db.engine import make_engine, make_sessionmaker, transaction
+from servesize.db.connection import create_db_engine, make_sessionmaker, transaction
 from servesize.db.models import HardwareProfile
 from servesize.db.repository import ApiKeyRepository
 from servesize.db.seed import datasheet_rows
@@ -72,14 +76,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     schema: PostgresSchema = request.getfixturevalue("postgres_schema")
     yield schema.url
-    engine = make_engine(schema.url)
+    db_engine = create_db_engine(schema.url)
     try:
-        with engine.begin() as conn:
+        with db_engine.begin() as conn:
             tables = [t.name for t in Base.metadata.sorted_tables if t.name not in KEPT_TABLES]
             conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
             conn.execute(insert(HardwareProfile), datasheet_rows())
     finally:
-        engine.dispose()
+        db_engine.dispose()
 
 
 @pytest.fixture
@@ -115,16 +119,44 @@ def create_key(database_url: str) -> Callable[..., str]:
     """Create an API key directly in the database; returns the full key string."""
 
     def create(*scopes: Scope, name: str | None = None) -> str:
-        engine = make_engine(database_url)
+        db_engine = create_db_engine(database_url)
         try:
-            with transaction(make_sessionmaker(engine)) as session:
+            with transaction(make_sessionmaker(db_engine)) as session:
                 label = name or "test-" + "-".join(s.value for s in scopes)
                 _, new = ApiKeyRepository(session).create(name=label, scopes=scopes)
                 return new.token
         finally:
-            engine.dispose()
+            db_engine.dispose()
 
     return create
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slow", action="store_true", help="also run tests marked slow (as CI=true or SLOW=1 do)"
+    )
+
+
+def runs_slow_tests(config: pytest.Config) -> bool:
+    """``--slow``, ``SLOW=1``, ``CI=true``, or a ``-m`` expression that names ``slow``."""
+    return (
+        bool(config.getoption("--slow"))
+        or os.environ.get("SLOW", "").lower() in {"1", "true", "yes"}
+        or ci_requires_postgres()
+        or "slow" in (config.getoption("markexpr", "") or "")
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect slow tests unless asked for; refuse a slow test that takes a database (it
+    would run once per backend)."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    on_databases = [i.nodeid for i in slow if "database_url" in getattr(i, "fixturenames", ())]
+    if on_databases:
+        raise pytest.UsageError(f"slow tests must not run on every database: {on_databases}")
+    if slow and not runs_slow_tests(config):
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

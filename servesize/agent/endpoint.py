@@ -1,7 +1,8 @@
 """Benchmark a live OpenAI-compatible streaming endpoint (vLLM, SGLang, TGI, ...).
 
 Per request, measured on the client with ``time.perf_counter`` (after ``vllm bench serve``,
-``vllm-project/vllm:vllm/benchmarks/lib/endpoint_request_func.py``):
+``vllm-project/vllm:vllm/benchmarks/lib/endpoint_request_func.py``; ``clock`` replaces it, e.g.
+with a virtual event loop's ``loop.time`` in tests):
 
 - TTFT = arrival of the first SSE chunk carrying text − send time;
 - ITL gaps = times between consecutive text-carrying chunks (a chunk may hold more than one
@@ -38,6 +39,9 @@ ApiKind = Literal["completions", "chat"]
 RequestStatus = Literal["ok", "failed", "timed_out"]
 
 API_PATHS: dict[ApiKind, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+Clock = Callable[[], float]
+"""Seconds on a monotonic clock; every time of one level is read from the same clock."""
 
 # Common English words; with their leading space most are single tokens in the large BPE
 # vocabularies of current models, so a prompt of n words is roughly n tokens.
@@ -183,16 +187,22 @@ def _chunk_text(chunk: dict[str, Any], api: ApiKind) -> str:
 
 
 async def send_request(
-    client: httpx2.AsyncClient, target: EndpointTarget, prompt: str, *, t0: float
+    client: httpx2.AsyncClient,
+    target: EndpointTarget,
+    prompt: str,
+    *,
+    t0: float,
+    clock: Clock = time.perf_counter,
 ) -> RequestRecord:
-    """Stream one request and time it; never raises for a request that goes wrong."""
+    """Stream one request and time it on ``clock`` (``t0`` read from it); never raises for a
+    request that goes wrong."""
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
-    start = time.perf_counter()
+    start = clock()
     chunk_times: list[float] = []
     usage_tokens: int | None = None
 
     def record(status: RequestStatus, error: str | None = None) -> RequestRecord:
-        end = time.perf_counter()
+        end = clock()
         if status == "ok" and not chunk_times:
             status, error = "failed", error or "the stream carried no text"
         if status != "ok":
@@ -227,7 +237,7 @@ async def send_request(
                     if chunk.get("error"):
                         return record("failed", f"error chunk: {str(chunk['error'])[:200]}")
                     if _chunk_text(chunk, target.api):
-                        chunk_times.append(time.perf_counter())
+                        chunk_times.append(clock())
                     usage = chunk.get("usage")
                     if isinstance(usage, dict) and usage.get("completion_tokens"):
                         usage_tokens = int(usage["completion_tokens"])
@@ -253,9 +263,11 @@ async def run_level(
     requests: int,
     rng: np.random.Generator,
     on_done: RequestCallback = _ignore,
+    clock: Clock = time.perf_counter,
 ) -> tuple[list[RequestRecord], float]:
     """Send ``requests`` requests at one load level; returns the records and the level's
-    duration (first send to last completion, failed and timed-out requests included)."""
+    duration (first send to last completion, failed and timed-out requests included), all read
+    from ``clock``."""
     if requests < 1:
         raise ValueError(f"requests must be >= 1, got {requests}")
     offsets_s = (
@@ -267,10 +279,10 @@ async def run_level(
         make_prompt(index=i, input_tokens=target.input_tokens, rng=rng) for i in range(requests)
     ]
     records: list[RequestRecord] = []
-    t0 = time.perf_counter()
+    t0 = clock()
 
     async def one(i: int) -> None:
-        rec = await send_request(client, target, prompts[i], t0=t0)
+        rec = await send_request(client, target, prompts[i], t0=t0, clock=clock)
         records.append(rec)
         on_done(rec)
 
@@ -286,12 +298,12 @@ async def run_level(
     else:
         tasks = []
         for i, offset_s in enumerate(offsets_s):
-            delay_s = t0 + offset_s - time.perf_counter()
+            delay_s = t0 + offset_s - clock()
             if delay_s > 0:
                 await asyncio.sleep(delay_s)
             tasks.append(asyncio.create_task(one(i)))
         await asyncio.gather(*tasks)
-    return records, time.perf_counter() - t0
+    return records, clock() - t0
 
 
 def arrival_offsets_s(*, rate_per_s: float, count: int, rng: np.random.Generator) -> list[float]:

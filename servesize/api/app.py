@@ -28,7 +28,7 @@ from servesize.api.routes import (
 )
 from servesize.api.routes.models import CatalogIndex
 from servesize.catalog import ModelCatalog
-from servesize.db.engine import make_engine, make_sessionmaker
+from servesize.db.connection import create_db_engine, make_sessionmaker
 from servesize.security import parse_key
 from servesize.settings import Settings, get_settings
 
@@ -56,15 +56,15 @@ def _client_key(scope: Scope) -> str:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app. ``uvicorn --factory servesize.api.app:create_app`` reads the environment;
-    tests pass their own settings. The engine is created here, not at import time."""
+    tests pass their own settings. The database pool is created here, not at import time."""
     settings = settings or get_settings()
     configure_logging(settings.log_level)
-    engine = make_engine(settings.database_url)
+    db_engine = create_db_engine(settings.database_url)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
-        engine.dispose()
+        db_engine.dispose()
 
     app = FastAPI(
         title="servesize",
@@ -76,8 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         },
     )
     app.state.settings = settings
-    app.state.engine = engine
-    app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.db_engine = db_engine
+    app.state.sessionmaker = make_sessionmaker(db_engine)
     app.state.metrics = HttpMetrics()
     app.state.catalog_index = CatalogIndex(ModelCatalog(settings.models_dir))
     install_error_handlers(app)

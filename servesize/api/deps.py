@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from servesize.api.errors import ForbiddenError, UnauthorizedError
-from servesize.db.engine import session_scope
+from servesize.db.connection import session_scope
 from servesize.db.models import ApiKey
 from servesize.db.repository import ApiKeyRepository
 from servesize.security import Scope, grants

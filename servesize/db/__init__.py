@@ -1,1 +1,1 @@
-"""Persistence: ORM tables, engine, migrations and repositories."""
+"""Persistence: ORM tables, connection pool, migrations and repositories."""

@@ -1,50 +1,9 @@
-"""Engine and session factories; SQLite gets foreign keys, WAL and a busy timeout."""
+"""Transitional alias of :mod:`servesize.db.connection` for ``servesize/cli.py`` only.
 
-from __future__ import annotations
+Delete this module once the CLI imports ``create_db_engine`` from ``servesize.db.connection``.
+"""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from servesize.db.connection import create_db_engine as make_engine
+from servesize.db.connection import make_sessionmaker, transaction
 
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.orm import Session, sessionmaker
-
-
-def is_sqlite(url: str) -> bool:
-    return url.startswith("sqlite")
-
-
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """Create an engine for ``url``.
-
-    SQLite: ``check_same_thread=False`` (uvicorn serves sync routes from a thread pool),
-    ``PRAGMA foreign_keys=ON`` on every connection (SQLite ignores foreign keys otherwise),
-    WAL journaling (readers do not block the writer) and a 5 s busy timeout.
-    """
-    if not is_sqlite(url):
-        return create_engine(url, pool_pre_ping=True, **kwargs)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 5.0}, **kwargs)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA foreign_keys=ON")
-        if ":memory:" not in url:
-            cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.close()
-
-    return engine
-
-
-def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
-
-
-def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """One session per unit of work: commit on success, roll back on any exception."""
-    with factory() as session, session.begin():
-        yield session
-
-
-transaction = contextmanager(session_scope)
-"""``with transaction(factory) as session:`` — the same unit of work for scripts and the CLI."""
+__all__ = ["make_engine", "make_sessionmaker", "transaction"]

@@ -35,11 +35,11 @@ def head_revisions(database_url: str) -> set[str]:
     return set(ScriptDirectory.from_config(alembic_config(database_url)).get_heads())
 
 
-def current_revisions(engine: Engine) -> set[str]:
-    with engine.connect() as connection:
+def current_revisions(db_engine: Engine) -> set[str]:
+    with db_engine.connect() as connection:
         return set(MigrationContext.configure(connection).get_current_heads())
 
 
-def is_at_head(engine: Engine) -> bool:
+def is_at_head(db_engine: Engine) -> bool:
     """True when the database's revision is the newest migration."""
-    return current_revisions(engine) == head_revisions(engine.url.render_as_string(False))
+    return current_revisions(db_engine) == head_revisions(db_engine.url.render_as_string(False))

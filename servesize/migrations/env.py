@@ -7,7 +7,7 @@ from sqlalchemy import Connection
 
 from servesize.db import models as _models  # noqa: F401  (registers every table)
 from servesize.db.base import Base
-from servesize.db.engine import is_sqlite, make_engine
+from servesize.db.connection import create_db_engine, is_sqlite
 
 config = context.config
 target_metadata = Base.metadata
@@ -40,14 +40,14 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(url)
+    db_engine = create_db_engine(url)
     try:
-        with engine.connect() as conn:
+        with db_engine.connect() as conn:
             _configure(conn, url)
             with context.begin_transaction():
                 context.run_migrations()
     finally:
-        engine.dispose()
+        db_engine.dispose()
 
 
 if context.is_offline_mode():

@@ -2,19 +2,23 @@
 
 Both run ``http.server.ThreadingHTTPServer`` on 127.0.0.1 in a background thread (one thread
 per request), answer HTTP/1.0 (the connection closes after each response), and record what
-they received.
+they received. ``streaming_transport`` answers like the streaming server without sockets, on
+the running event loop's clock (with :mod:`tests.agent.virtual_time`, its delays are exact).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
+
+import httpx2
 
 Action = Literal["ok", "error", "stall"]
 
@@ -72,6 +76,21 @@ class StreamingState:
     stopping: threading.Event = field(default_factory=threading.Event)
 
 
+def _text_event(index: int, *, chat: bool) -> bytes:
+    choice = {"index": 0, "delta": {"content": f" t{index}"}} if chat else {"text": f" t{index}"}
+    return f"data: {json.dumps({'choices': [choice]})}\n\n".encode()
+
+
+def _closing_events(tokens: int) -> bytes:
+    usage = {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}
+    return f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode()
+
+
+PING = b": ping\n\n"
+"""An SSE comment: clients must ignore it."""
+ERROR_BODY = {"error": {"message": "injected failure"}}
+
+
 class _StreamingHandler(_QuietHandler):
     state: StreamingState
 
@@ -89,7 +108,7 @@ class _StreamingHandler(_QuietHandler):
         action = state.plan(index)
         try:
             if action == "error":
-                payload = json.dumps({"error": {"message": "injected failure"}}).encode()
+                payload = json.dumps(ERROR_BODY).encode()
                 self.send_response(500)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -102,18 +121,13 @@ class _StreamingHandler(_QuietHandler):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            self.wfile.write(b": ping\n\n")  # SSE comment: must be ignored
+            self.wfile.write(PING)
             tokens = int(body["max_tokens"])
             for j in range(tokens):
                 due = received + state.first_token_s + j * state.token_interval_s
                 time.sleep(max(0.0, due - time.perf_counter()))
-                choice = (
-                    {"index": 0, "delta": {"content": f" t{j}"}} if chat else {"text": f" t{j}"}
-                )
-                self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
-            usage = {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}
-            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.write(_text_event(j, chat=chat))
+            self.wfile.write(_closing_events(tokens))
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -123,6 +137,40 @@ def streaming_server(state: StreamingState) -> Iterator[str]:
     """Base URL of a fake OpenAI-compatible server."""
     with _serve(_StreamingHandler, state) as url:
         yield url
+
+
+def streaming_transport(state: StreamingState) -> httpx2.MockTransport:
+    """The streaming server's answers without sockets: the first text chunk ``first_token_s``
+    after the request, then one every ``token_interval_s``, timed with ``asyncio.sleep``."""
+
+    async def handle(request: httpx2.Request) -> httpx2.Response:
+        loop = asyncio.get_running_loop()
+        received = loop.time()
+        body = json.loads(request.content)
+        index = len(state.bodies)
+        state.bodies.append(body)
+        if request.url.path not in ("/v1/completions", "/v1/chat/completions"):
+            return httpx2.Response(404)
+        action = state.plan(index)
+        if action == "error":
+            return httpx2.Response(500, json=ERROR_BODY)
+        if action == "stall":
+            await asyncio.sleep(state.stall_s)
+            return httpx2.Response(200, content=b"")
+
+        async def events() -> AsyncIterator[bytes]:
+            yield PING
+            tokens = int(body["max_tokens"])
+            for j in range(tokens):
+                due = received + state.first_token_s + j * state.token_interval_s
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                yield _text_event(j, chat=request.url.path == "/v1/chat/completions")
+            yield _closing_events(tokens)
+
+        headers = {"Content-Type": "text/event-stream"}
+        return httpx2.Response(200, headers=headers, content=events())
+
+    return httpx2.MockTransport(handle)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,10 +1,18 @@
-"""The endpoint benchmark against a fake streaming server with known delays on loopback."""
+"""The endpoint benchmark against a fake streaming server with known delays.
+
+Exact figures come from runs on a virtual clock (:mod:`tests.agent.virtual_time`: the fake
+endpoint's delays are ``asyncio.sleep`` calls, so a measured latency is their sum whatever the
+machine's load). Runs over real loopback HTTP check the protocol and what holds however slow the
+machine is: nothing arrives before the server sends it, and the order of sends and completions.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import numpy as np
@@ -25,21 +33,24 @@ from servesize.agent.endpoint import (
 )
 from servesize.agent.upload import SavedMeasurement
 from servesize.schemas.measurements import EndpointLevel
-from tests.agent.agent_fakes import Action, StreamingState, streaming_server
+from tests.agent.agent_fakes import Action, StreamingState, streaming_server, streaming_transport
+from tests.agent.virtual_time import run_virtual, virtual_clock
 
 FIRST_TOKEN_S = 0.050
 TOKEN_INTERVAL_S = 0.020
 OUTPUT_TOKENS = 5
-# Client-side times include loopback connect, thread start and event-loop scheduling, and this
-# runs on a shared 2-core machine: TTFT may be late by up to 30 ms, never early; a chunk gap may
-# move by up to 8 ms either way, but the server keeps an absolute schedule, so TPOT (an average
-# over the gaps) stays within 5 ms.
-TTFT_LATE_S = 0.030
-GAP_TOLERANCE_S = 0.008
-TPOT_TOLERANCE_S = 0.005
+E2E_S = FIRST_TOKEN_S + (OUTPUT_TOKENS - 1) * TOKEN_INTERVAL_S
+"""First token + (N − 1) intervals = 50 + 4·20 = 130 ms."""
+ROUNDING_S = 1e-9
+"""Float rounding of virtual times (sums of sleeps), not a tolerance for lateness."""
+CLOCK_RESOLUTION_S = 1e-6
+"""asyncio runs a timer up to its clock's resolution early (1 ns on Linux)."""
+CLOSED_1 = LoadLevel(mode="closed_loop", concurrency=1)
+CLOSED_4 = LoadLevel(mode="closed_loop", concurrency=4)
+OPEN_20 = LoadLevel(mode="open_loop", rate_per_s=20.0)
 
 
-def _target(url: str, *, timeout_s: float = 5.0) -> EndpointTarget:
+def _target(url: str = "http://endpoint.test", *, timeout_s: float = 5.0) -> EndpointTarget:
     return EndpointTarget(
         url=url,
         model="fake-model",
@@ -49,90 +60,78 @@ def _target(url: str, *, timeout_s: float = 5.0) -> EndpointTarget:
     )
 
 
+def _state(**fields: Any) -> StreamingState:
+    return StreamingState(first_token_s=FIRST_TOKEN_S, token_interval_s=TOKEN_INTERVAL_S, **fields)
+
+
+def _virtual_level(
+    state: StreamingState,
+    level: LoadLevel,
+    *,
+    requests: int,
+    seed: int = 0,
+    timeout_s: float = 5.0,
+) -> tuple[list[RequestRecord], float]:
+    """One level against the fake endpoint, without sockets, on a virtual clock."""
+
+    async def main() -> tuple[list[RequestRecord], float]:
+        async with httpx2.AsyncClient(transport=streaming_transport(state)) as client:
+            return await run_level(
+                client,
+                _target(timeout_s=timeout_s),
+                level,
+                requests=requests,
+                rng=np.random.default_rng(seed),
+                clock=virtual_clock,
+            )
+
+    return run_virtual(main())
+
+
 def _assert_matches_server_delays(level: EndpointLevel) -> None:
     assert level.ttft_s is not None
     assert level.itl_s is not None
     assert level.tpot_s is not None
     assert level.e2e_s is not None
-    assert FIRST_TOKEN_S <= level.ttft_s.p50 <= FIRST_TOKEN_S + TTFT_LATE_S
-    assert level.itl_s.p50 == pytest.approx(TOKEN_INTERVAL_S, abs=GAP_TOLERANCE_S)
-    assert level.tpot_s.mean == pytest.approx(TOKEN_INTERVAL_S, abs=TPOT_TOLERANCE_S)
-    # E2E = first token + (N − 1) intervals = 50 + 4·20 = 130 ms
-    e2e_s = FIRST_TOKEN_S + (OUTPUT_TOKENS - 1) * TOKEN_INTERVAL_S
-    assert e2e_s - 0.002 <= level.e2e_s.p50 <= e2e_s + TTFT_LATE_S
+    for stats, expected_s in (
+        (level.ttft_s, FIRST_TOKEN_S),
+        (level.itl_s, TOKEN_INTERVAL_S),
+        (level.tpot_s, TOKEN_INTERVAL_S),
+        (level.e2e_s, E2E_S),
+    ):
+        for value_s in stats.model_dump().values():
+            assert value_s == pytest.approx(expected_s, abs=ROUNDING_S)
 
 
-def test_closed_loop_measures_the_configured_delays() -> None:
-    state = StreamingState(first_token_s=FIRST_TOKEN_S, token_interval_s=TOKEN_INTERVAL_S)
-    with streaming_server(state) as url:
-        result = asyncio.run(
-            benchmark_endpoint(
-                _target(url),
-                [
-                    LoadLevel(mode="closed_loop", concurrency=1),
-                    LoadLevel(mode="closed_loop", concurrency=4),
-                ],
-                requests=4,
-            )
-        )
-
-    assert [level.concurrency for level in result.levels] == [1, 4]
-    for level in result.levels:
-        assert level.mode == "closed_loop"
-        assert (level.requests, level.completed, level.failed, level.timed_out) == (4, 4, 0, 0)
-        _assert_matches_server_delays(level)
-        # N comes from usage.completion_tokens: 5 tokens per request
-        assert level.throughput_output_tokens_per_s == pytest.approx(
-            5 * level.throughput_requests_per_s
-        )
-        assert level.throughput_requests_per_s == pytest.approx(4 / level.duration_s)
-        assert level.goodput_requests_per_s is None  # no SLO given
-    # one client sends four requests back to back; four clients send them together
-    assert result.levels[0].duration_s > 3 * result.levels[1].duration_s
-    sent = state.bodies[0]
-    assert sent["model"] == "fake-model"
-    assert sent["stream"] is True
-    assert sent["max_tokens"] == OUTPUT_TOKENS
-    assert sent["stream_options"] == {"include_usage": True}
-    assert sent["ignore_eos"] is True
-    assert len(sent["prompt"].split()) == 15  # "<index>:" + 14 words ≈ 16 tokens
+@pytest.mark.parametrize("level", [CLOSED_1, CLOSED_4, OPEN_20], ids=["c1", "c4", "open"])
+def test_latencies_are_the_servers_delays(level: LoadLevel) -> None:
+    state = _state()
+    records, duration_s = _virtual_level(state, level, requests=6, seed=7)
+    summary = summarize_level(records, level=level, duration_s=duration_s, slo=Slo())
+    assert (summary.requests, summary.completed, summary.failed, summary.timed_out) == (6, 6, 0, 0)
+    _assert_matches_server_delays(summary)
+    assert all(len(r.itl_s) == OUTPUT_TOKENS - 1 for r in records)
+    assert duration_s == pytest.approx(max(r.end_s for r in records), abs=ROUNDING_S)
 
 
-def test_closed_loop_client_waits_for_its_previous_response() -> None:
-    state = StreamingState(first_token_s=0.010, token_interval_s=0.005)
-    with streaming_server(state) as url:
-        records, _ = asyncio.run(
-            _one_level(_target(url), LoadLevel(mode="closed_loop", concurrency=1), requests=3)
-        )
-    ordered = sorted(records, key=lambda r: r.start_s)
-    for before, after in itertools.pairwise(ordered):
-        assert after.start_s >= before.end_s
-
-
-async def _one_level(
-    target: EndpointTarget, level: LoadLevel, *, requests: int, seed: int = 0
-) -> tuple[list[RequestRecord], float]:
-    async with httpx2.AsyncClient(timeout=target.timeout_s) as client:
-        return await run_level(
-            client, target, level, requests=requests, rng=np.random.default_rng(seed)
-        )
+def test_one_client_sends_back_to_back_and_four_clients_together() -> None:
+    _, one_s = _virtual_level(_state(), CLOSED_1, requests=4)
+    _, four_s = _virtual_level(_state(), CLOSED_4, requests=4)
+    assert one_s == pytest.approx(4 * E2E_S, abs=ROUNDING_S)
+    assert four_s == pytest.approx(E2E_S, abs=ROUNDING_S)
 
 
 def test_open_loop_sends_on_the_seeded_poisson_schedule() -> None:
     # At 20 requests/s the mean gap (50 ms) is shorter than a response (130 ms): the open loop
     # keeps sending while earlier requests are still streaming.
-    state = StreamingState(first_token_s=FIRST_TOKEN_S, token_interval_s=TOKEN_INTERVAL_S)
-    level = LoadLevel(mode="open_loop", rate_per_s=20.0)
-    with streaming_server(state) as url:
-        records, duration_s = asyncio.run(_one_level(_target(url), level, requests=6, seed=7))
-
+    records, duration_s = _virtual_level(_state(), OPEN_20, requests=6, seed=7)
     expected_s = arrival_offsets_s(rate_per_s=20.0, count=6, rng=np.random.default_rng(7))
     starts_s = sorted(r.start_s for r in records)
-    assert starts_s == pytest.approx(expected_s, abs=0.015)
-    summary = summarize_level(records, level=level, duration_s=duration_s, slo=Slo())
+    assert starts_s == pytest.approx(expected_s, abs=ROUNDING_S)
+    assert any(b.start_s < a.end_s for a, b in itertools.pairwise(records))
+    assert duration_s == pytest.approx(expected_s[-1] + E2E_S, abs=ROUNDING_S)
+    summary = summarize_level(records, level=OPEN_20, duration_s=duration_s, slo=Slo())
     assert (summary.mode, summary.rate_per_s, summary.concurrency) == ("open_loop", 20.0, None)
-    assert summary.completed == 6
-    _assert_matches_server_delays(summary)
 
 
 def test_arrival_offsets_have_the_requested_mean_rate() -> None:
@@ -149,20 +148,10 @@ def _every_fourth(index: int) -> Action:
     return plan.get(index % 4, "ok")
 
 
-@pytest.mark.parametrize(
-    "level",
-    [LoadLevel(mode="closed_loop", concurrency=4), LoadLevel(mode="open_loop", rate_per_s=40.0)],
-    ids=["closed", "open"],
-)
-def test_errors_and_timeouts_are_counted_and_stay_in_the_denominators(level: LoadLevel) -> None:
-    state = StreamingState(first_token_s=0.010, token_interval_s=0.005, plan=_every_fourth)
-    timeout_s = 0.3
-    with streaming_server(state) as url:
-        records, duration_s = asyncio.run(
-            _one_level(_target(url, timeout_s=timeout_s), level, requests=8)
-        )
+def _assert_errors_and_timeouts_counted(
+    records: list[RequestRecord], level: LoadLevel, duration_s: float, timeout_s: float
+) -> EndpointLevel:
     summary = summarize_level(records, level=level, duration_s=duration_s, slo=Slo(ttft_s=1.0))
-
     # 8 requests: indices 1, 5 → 500; 2, 6 → stall; 0, 3, 4, 7 → streamed
     assert (summary.requests, summary.completed, summary.failed, summary.timed_out) == (8, 4, 2, 2)
     assert duration_s >= timeout_s  # the timed-out requests' time is in the level's duration
@@ -172,9 +161,124 @@ def test_errors_and_timeouts_are_counted_and_stay_in_the_denominators(level: Loa
     failed = [r for r in records if r.status == "failed"]
     assert all(r.error is not None and r.error.startswith("HTTP 500") for r in failed)
     timed_out = [r for r in records if r.status == "timed_out"]
-    assert all(r.e2e_s >= timeout_s for r in timed_out)
+    assert all(r.e2e_s >= timeout_s - CLOCK_RESOLUTION_S for r in timed_out)
     assert summary.ttft_s is not None
     assert summary.ttft_s.p99 < timeout_s  # latency distributions hold ok requests only
+    return summary
+
+
+@pytest.mark.parametrize(
+    "level",
+    [CLOSED_4, LoadLevel(mode="open_loop", rate_per_s=40.0)],
+    ids=["closed", "open"],
+)
+def test_errors_and_timeouts_are_counted_and_stay_in_the_denominators(level: LoadLevel) -> None:
+    state = StreamingState(first_token_s=0.010, token_interval_s=0.005, plan=_every_fourth)
+    timeout_s = 0.3
+    records, duration_s = _virtual_level(state, level, requests=8, timeout_s=timeout_s)
+    summary = _assert_errors_and_timeouts_counted(records, level, duration_s, timeout_s)
+    timed_out = [r for r in records if r.status == "timed_out"]
+    assert [r.e2e_s for r in timed_out] == pytest.approx([timeout_s] * 2, abs=ROUNDING_S)
+    assert duration_s == pytest.approx(max(r.end_s for r in records), abs=ROUNDING_S)
+    assert summary.ttft_s is not None
+    assert summary.ttft_s.p99 == pytest.approx(0.010, abs=ROUNDING_S)
+
+
+# --------------------------------------------------------------------------------------------
+# Over loopback HTTP: the protocol, and bounds that hold on a loaded machine
+# --------------------------------------------------------------------------------------------
+
+
+def _run(main: Coroutine[Any, Any, Any]) -> Any:
+    return asyncio.run(main)
+
+
+def _assert_never_before_the_server(records: list[RequestRecord]) -> None:
+    """The server sends nothing before its delays have passed, so no latency is shorter."""
+    for r in records:
+        assert r.ttft_s is not None
+        assert r.ttft_s >= FIRST_TOKEN_S
+        assert r.e2e_s >= E2E_S
+        assert sum(r.itl_s) >= (OUTPUT_TOKENS - 1) * TOKEN_INTERVAL_S - (r.ttft_s - FIRST_TOKEN_S)
+
+
+def test_closed_loop_over_loopback_sends_the_body_and_waits_for_the_server() -> None:
+    state = _state()
+    done: list[RequestRecord] = []
+    with streaming_server(state) as url:
+        result = _run(
+            benchmark_endpoint(_target(url), [CLOSED_1, CLOSED_4], requests=4, on_done=done.append)
+        )
+
+    assert [level.concurrency for level in result.levels] == [1, 4]
+    for level in result.levels:
+        assert level.mode == "closed_loop"
+        assert (level.requests, level.completed, level.failed, level.timed_out) == (4, 4, 0, 0)
+        # N comes from usage.completion_tokens: 5 tokens per request
+        assert level.throughput_output_tokens_per_s == pytest.approx(
+            5 * level.throughput_requests_per_s
+        )
+        assert level.throughput_requests_per_s == pytest.approx(4 / level.duration_s)
+        assert level.goodput_requests_per_s is None  # no SLO given
+    _assert_never_before_the_server(done)
+    one, four = done[:4], done[4:]
+    # one client sends four requests back to back; four clients send them together
+    for before, after in itertools.pairwise(sorted(one, key=lambda r: r.start_s)):
+        assert after.start_s >= before.end_s
+    assert result.levels[0].duration_s >= 4 * E2E_S
+    assert max(r.start_s for r in four) < min(r.end_s for r in four)
+    sent = state.bodies[0]
+    assert sent["model"] == "fake-model"
+    assert sent["stream"] is True
+    assert sent["max_tokens"] == OUTPUT_TOKENS
+    assert sent["stream_options"] == {"include_usage": True}
+    assert sent["ignore_eos"] is True
+    assert len(sent["prompt"].split()) == 15  # "<index>:" + 14 words ≈ 16 tokens
+
+
+def test_closed_loop_client_waits_for_its_previous_response() -> None:
+    state = StreamingState(first_token_s=0.010, token_interval_s=0.005)
+    with streaming_server(state) as url:
+        records, _ = _run(_one_level(_target(url), CLOSED_1, requests=3))
+    ordered = sorted(records, key=lambda r: r.start_s)
+    for before, after in itertools.pairwise(ordered):
+        assert after.start_s >= before.end_s
+
+
+async def _one_level(
+    target: EndpointTarget, level: LoadLevel, *, requests: int, seed: int = 0
+) -> tuple[list[RequestRecord], float]:
+    async with httpx2.AsyncClient(timeout=target.timeout_s) as client:
+        return await run_level(
+            client, target, level, requests=requests, rng=np.random.default_rng(seed)
+        )
+
+
+def test_open_loop_over_loopback_never_sends_early() -> None:
+    state = _state()
+    with streaming_server(state) as url:
+        records, duration_s = _run(_one_level(_target(url), OPEN_20, requests=6, seed=7))
+
+    expected_s = arrival_offsets_s(rate_per_s=20.0, count=6, rng=np.random.default_rng(7))
+    starts_s = sorted(r.start_s for r in records)
+    assert all(s >= e - CLOCK_RESOLUTION_S for s, e in zip(starts_s, expected_s, strict=True))
+    assert duration_s >= expected_s[-1] + E2E_S
+    summary = summarize_level(records, level=OPEN_20, duration_s=duration_s, slo=Slo())
+    assert summary.completed == 6
+    _assert_never_before_the_server(records)
+
+
+def test_errors_and_timeouts_over_loopback() -> None:
+    # The timeout is 30 times an ok response (30 ms): only a stalled request reaches it.
+    state = StreamingState(
+        first_token_s=0.010, token_interval_s=0.005, stall_s=60.0, plan=_every_fourth
+    )
+    timeout_s = 1.0
+    with streaming_server(state) as url:
+        records, duration_s = _run(
+            _one_level(_target(url, timeout_s=timeout_s), CLOSED_4, requests=8)
+        )
+    _assert_errors_and_timeouts_counted(records, CLOSED_4, duration_s, timeout_s)
 
 
 def test_unreachable_endpoint_fails_every_request() -> None:

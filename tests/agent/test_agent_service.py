@@ -24,6 +24,11 @@ from servesize.api.app import create_app
 from servesize.security import Scope
 from servesize.settings import Settings
 
+STARTUP_LIMIT_S = 300.0
+REQUEST_TIMEOUT_S = 120.0
+"""Per-request bound for the test's own calls (httpx2's default, 5 s, is reached on a loaded
+machine)."""
+
 
 @pytest.fixture
 def live_url(settings: Settings) -> Iterator[str]:
@@ -36,15 +41,17 @@ def live_url(settings: Settings) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run)
     thread.start()
-    deadline = time.monotonic() + 10
+    # A bound only a hung server reaches (start-up takes well under a second when idle).
+    deadline = time.monotonic() + STARTUP_LIMIT_S
     while not server.started:
+        assert thread.is_alive(), "uvicorn stopped while starting"
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=STARTUP_LIMIT_S)
 
 
 def _create_cpu_profile(url: str, admin_key: str) -> None:
@@ -60,7 +67,10 @@ def _create_cpu_profile(url: str, admin_key: str) -> None:
         "identity_tokens": [],
     }
     created = httpx2.post(
-        f"{url}/v1/hardware", json=profile, headers={"Authorization": f"Bearer {admin_key}"}
+        f"{url}/v1/hardware",
+        json=profile,
+        headers={"Authorization": f"Bearer {admin_key}"},
+        timeout=REQUEST_TIMEOUT_S,
     )
     assert created.status_code == 201, created.text
 
@@ -84,10 +94,15 @@ def test_cpu_bench_upload_is_stored_once(
     assert resent.exit_code == 0, resent.output
     assert "idempotent replay" in resent.output
 
-    history = httpx2.get(f"{live_url}/v1/hardware/cpu-host/measurements").json()
+    history = httpx2.get(
+        f"{live_url}/v1/hardware/cpu-host/measurements", timeout=REQUEST_TIMEOUT_S
+    ).json()
     assert history["total"] == 1
     saved = SavedMeasurement.load(out)
-    stored = httpx2.get(f"{live_url}/v1/hardware/cpu-host/measurements/{history['items'][0]['id']}")
+    stored = httpx2.get(
+        f"{live_url}/v1/hardware/cpu-host/measurements/{history['items'][0]['id']}",
+        timeout=REQUEST_TIMEOUT_S,
+    )
     assert stored.json()["payload"] == saved.payload.model_dump(mode="json")
 
 
@@ -116,4 +131,5 @@ def test_wrong_scope_and_wrong_device_are_refused_without_retry(
     assert wrong_device.exit_code == 1
     assert "HTTP 422" in wrong_device.output
     assert "/provenance/gpu_name" in wrong_device.output
-    assert httpx2.get(f"{live_url}/v1/hardware/h100-sxm/measurements").json()["total"] == 0
+    listed = httpx2.get(f"{live_url}/v1/hardware/h100-sxm/measurements", timeout=REQUEST_TIMEOUT_S)
+    assert listed.json()["total"] == 0

@@ -3,6 +3,7 @@
 The benchmark modelling is checked against the published client and deployment settings
 (hand-computed); the accuracy guard replays a documented subset of the H100 rows and checks the
 errors reached through the simulator (``python -m bench.accuracy --simulate`` prints all rows).
+The replays are marked ``slow``: CI runs them once, a local ``make test`` skips them.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ from servesize.core.steptime import StepTimeModel
 from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
 Compiled = dict[Group, tuple[StepTimeModel, float]]
+REPLAY = pytest.mark.slow
+"""Replays measured rows through the simulator (seconds to tens of seconds each): CI runs them,
+a local ``make test`` does not (``SLOW=1`` or ``--slow`` does)."""
 
 
 @cache
@@ -207,6 +211,7 @@ def guarded(engine: str) -> tuple[float, float]:
     return mape(rows, *simulate_cases(rows, compiled, SIMULATOR_ENGINE_PROFILES))
 
 
+@REPLAY
 @pytest.mark.parametrize("engine", sorted(REACHED))
 def test_simulated_errors_stay_at_the_reached_figures(engine: str) -> None:
     ttft, tpot = guarded(engine)
@@ -218,6 +223,7 @@ def test_simulated_errors_stay_at_the_reached_figures(engine: str) -> None:
         assert ttft <= FLOOR[0]
 
 
+@REPLAY
 def test_trtllm_simulator_constants_beat_the_mean_field_ones_through_the_simulator() -> None:
     rows = subset("trtllm")
     _, compiled = calibration()
@@ -296,6 +302,7 @@ def test_aiconfigurator_sglang_0_5_1_rows_run_prefill_only_steps() -> None:
     assert not sglang_mixes_chunks(case.row.engine_version)
 
 
+@REPLAY
 @pytest.mark.parametrize("engine", sorted(OUT_OF_SAMPLE_REACHED))
 def test_out_of_sample_errors_stay_at_the_reached_figures(engine: str) -> None:
     rows = held_out_subset(engine)
@@ -307,6 +314,7 @@ def test_out_of_sample_errors_stay_at_the_reached_figures(engine: str) -> None:
     assert tpot <= reached_tpot + MARGIN
 
 
+@REPLAY
 @pytest.mark.parametrize("engine", ["sglang", "trtllm", "vllm"])
 def test_out_of_sample_simulator_beats_the_steady_state_estimate(engine: str) -> None:
     rows = held_out_subset(engine)
@@ -379,6 +387,7 @@ def whole_data() -> dict[str, tuple[tuple[float, float], tuple[float, float]]]:
     return out
 
 
+@REPLAY
 @pytest.mark.parametrize("engine", sorted(WHOLE_DATA_REACHED))
 def test_every_measured_row_meets_the_floor_through_the_simulator(engine: str) -> None:
     (ttft, tpot), (steady_ttft, steady_tpot) = whole_data()[engine]

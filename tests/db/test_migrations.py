@@ -12,7 +12,7 @@ from sqlalchemy import inspect
 
 from servesize.db import migrate
 from servesize.db.base import Base
-from servesize.db.engine import make_engine
+from servesize.db.connection import create_db_engine
 from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
 
 
@@ -35,11 +35,11 @@ def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def _tables(url: str) -> set[str]:
-    engine = make_engine(url)
+    db_engine = create_db_engine(url)
     try:
-        return set(inspect(engine).get_table_names())
+        return set(inspect(db_engine).get_table_names())
     finally:
-        engine.dispose()
+        db_engine.dispose()
 
 
 def test_upgrade_downgrade_upgrade(fresh_url: str) -> None:
@@ -48,20 +48,20 @@ def test_upgrade_downgrade_upgrade(fresh_url: str) -> None:
     migrate.downgrade(fresh_url, "base")
     assert _tables(fresh_url) <= {"alembic_version"}
     migrate.upgrade(fresh_url)
-    engine = make_engine(fresh_url)
+    db_engine = create_db_engine(fresh_url)
     try:
-        assert migrate.is_at_head(engine)
+        assert migrate.is_at_head(db_engine)
     finally:
-        engine.dispose()
+        db_engine.dispose()
 
 
 def test_models_and_migrations_agree(fresh_url: str) -> None:
     """Autogenerate finds no difference between the ORM tables and the migrated schema."""
     migrate.upgrade(fresh_url)
-    engine = make_engine(fresh_url)
+    db_engine = create_db_engine(fresh_url)
     try:
-        with engine.connect() as connection:
+        with db_engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
     finally:
-        engine.dispose()
+        db_engine.dispose()

@@ -19,7 +19,8 @@ from servesize.core.architecture import parse_architecture, summarize
 from servesize.core.errors import PlanningError
 
 MODELS = Path(__file__).resolve().parents[2] / "servesize" / "data" / "models"
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "model_configs"
+REFERENCE = Path(__file__).resolve().parent / "reference"
+"""Reference model records (copied from the shared reference set; see its README)."""
 FILES = sorted(MODELS.glob("*.json"))
 CATALOG = ModelCatalog(MODELS)
 
@@ -81,9 +82,9 @@ def test_families_cover_the_issue() -> None:
 
 
 def test_reference_configs_are_stored_verbatim() -> None:
-    if not REFERENCE.exists():
-        pytest.skip("../shared/reference is not available here")
-    for path in sorted(REFERENCE.glob("*.json")):
+    paths = sorted(REFERENCE.glob("*.json"))
+    assert len(paths) == 16  # the whole reference set, so a lost file fails here
+    for path in paths:
         reference = json.loads(path.read_text())
         assert CATALOG.config(reference["hf_repo"]) == reference["config"], path.name
 

@@ -1,8 +1,9 @@
 """Computed parameter counts against the figures their publishers give.
 
-The published figures are those recorded in ``../shared/reference/model_configs/<name>.json``
-under ``parameter_count`` (with their sources: model cards, DeepSeek's README_WEIGHTS.md, the
-gpt-oss model card as reproduced in public docs, Qwen model cards).
+The published figures are those recorded in ``tests/models/reference/<name>.json`` (a copy of
+the project's shared reference set; its README gives the sources) under ``parameter_count``
+(with their sources: model cards, DeepSeek's README_WEIGHTS.md, the gpt-oss model card as
+reproduced in public docs, Qwen model cards).
 
 Criterion: the computed count is within 0.5 % of the published figure. A few figures are only
 published to two significant digits ("70B", "3.8B", "22B", "3.3B", "5.1B"); the rounding of the
@@ -26,12 +27,12 @@ import pytest
 from servesize.core.architecture import ParameterCounts, count_parameters, parse_architecture
 
 MODELS = Path(__file__).resolve().parents[2] / "servesize" / "data" / "models"
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "model_configs"
+REFERENCE = Path(__file__).resolve().parent / "reference"
 
 
 class Published(NamedTuple):
     reference: str
-    """File in ../shared/reference/model_configs whose parameter_count states the figure."""
+    """File in tests/models/reference whose parameter_count states the figure."""
     catalogue: str
     total_b: str
     active_b: str | None = None
@@ -118,8 +119,6 @@ def test_non_embedding_matches_model_card(catalogue: str, published_b: str) -> N
 @pytest.mark.parametrize("row", PUBLISHED, ids=lambda row: row.reference)
 def test_figures_are_the_ones_recorded_in_the_reference(row: Published) -> None:
     path = REFERENCE / f"{row.reference}.json"
-    if not path.exists():
-        pytest.skip("../shared/reference is not available here")
     recorded = json.dumps(json.loads(path.read_text())["parameter_count"])
     for figure in (row.total_b, row.active_b):
         if figure is not None:
@@ -138,7 +137,7 @@ def test_two_digit_rows_are_the_only_ones_outside_half_a_percent() -> None:
 
 
 def test_qwen3_32b_matches_its_model_card_and_a_hand_count() -> None:
-    # Not in ../shared/reference: the Qwen3-32B model card states 32.8B parameters, 31.2B of
+    # Not in tests/models/reference: the Qwen3-32B model card states 32.8B parameters, 31.2B of
     # them non-embedding. By hand, per layer: q 5120·8192 + k, v 2·5120·1024 + o 8192·5120
     # = 94,371,840; MLP 3·5120·25600 = 393,216,000; q/k norms 2·128 and two RMSNorms 2·5120
     # = 10,496 -> 487,598,336 over 64 layers = 31,206,293,504, plus the final norm 5120.

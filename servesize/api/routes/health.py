@@ -28,12 +28,12 @@ def livez() -> dict[str, str]:
     responses={503: {"description": "Not ready; the problem says why"}},
 )
 def readyz(request: Request) -> Response:
-    engine: Engine = request.app.state.engine
+    db_engine: Engine = request.app.state.db_engine
     try:
-        with engine.connect() as connection:
+        with db_engine.connect() as connection:
             connection.execute(text("SELECT 1"))
-        current = current_revisions(engine)
-        heads = head_revisions(engine.url.render_as_string(False))
+        current = current_revisions(db_engine)
+        heads = head_revisions(db_engine.url.render_as_string(False))
     except SQLAlchemyError as exc:
         log.warning("readiness check failed: %s", type(exc).__name__)
         return problem_response(

@@ -2,7 +2,8 @@
 
 ``plan_memory`` resolves the deployment (engine defaults for this GPU), prices each pipeline
 stage (weights, activation peak, non-torch, CUDA graphs, KV layout), applies the engine's
-budget rule (:mod:`servesize.core.memory.budget`) and reports the GPU that limits the KV pool
+budget rule (:mod:`servesize.core.memory.budget`; both in
+:mod:`servesize.core.memory.evaluation`) and reports the GPU that limits the KV pool
 (the fewest blocks; vLLM takes the minimum over workers). Results are per GPU and, for token
 capacity and concurrency, per replica.
 """
@@ -15,33 +16,19 @@ from dataclasses import dataclass, replace
 
 from servesize.core.architecture import Architecture, MoeMlp
 from servesize.core.hardware.spec import HardwareSpec
-from servesize.core.memory.budget import (
-    KvBudget,
-    sglang_kv_budget,
-    trtllm_kv_budget,
-    vllm_kv_budget,
-)
 from servesize.core.memory.concurrency import ConcurrencyEstimate, concurrency_for_lengths
 from servesize.core.memory.constants import DEFAULT_CONSTANTS, MemoryConstants
 from servesize.core.memory.deployment import (
     AppliedDefault,
     Deployment,
     ResolvedDeployment,
-    device_total_bytes,
     resolve_deployment,
 )
 from servesize.core.memory.engine_defaults import VLLM_CUDA_GRAPH_ESTIMATE_VERSION
-from servesize.core.memory.kv import KvLayerSpec, KvLayout, kv_layer_specs, kv_layout
+from servesize.core.memory.evaluation import MemoryEvaluation, evaluate_deployment, fit_failures
+from servesize.core.memory.kv import KvLayout
 from servesize.core.memory.ledger import LineItem
-from servesize.core.memory.runtime import (
-    activation_item,
-    cuda_context_item,
-    cuda_graph_item,
-    non_torch_item,
-)
-from servesize.core.memory.sharding import pp_layer_ranges
 from servesize.core.memory.units import gib_text
-from servesize.core.memory.weights import WeightLedger, weight_ledger
 
 __all__ = [
     "USAGE_CATEGORIES",
@@ -134,143 +121,7 @@ class MemoryPlan:
     constants: MemoryConstants
 
 
-@dataclass(frozen=True, slots=True)
-class _Stage:
-    index: int
-    layers: range
-    weights: WeightLedger
-    activation: LineItem
-    layout: KvLayout
-    budget: KvBudget
-    blocks: int
-    specs: tuple[KvLayerSpec, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Evaluation:
-    res: ResolvedDeployment
-    total: int
-    stages: tuple[_Stage, ...]
-    limiting: _Stage
-    graphs: LineItem
-    non_torch: LineItem
-    context: LineItem
-
-    @property
-    def request_bytes(self) -> int:
-        return self.limiting.layout.request_bytes(self.res.max_model_len)
-
-    @property
-    def fits(self) -> bool:
-        return not _failures(self)
-
-
-def _budget(
-    res: ResolvedDeployment,
-    total: int,
-    weights: int,
-    activation: int,
-    graphs: LineItem,
-    non_torch: LineItem,
-    context: LineItem,
-) -> KvBudget:
-    if res.engine == "sglang":
-        return sglang_kv_budget(
-            total_bytes=total,
-            mem_fraction_static=res.memory_fraction,
-            weights_bytes=weights,
-            context_bytes=context.bytes_per_gpu,
-        )
-    if res.engine == "trtllm":
-        return trtllm_kv_budget(
-            total_bytes=total,
-            free_gpu_memory_fraction=res.memory_fraction,
-            weights_bytes=weights,
-            activation_bytes=activation,
-            non_torch_bytes=non_torch.bytes_per_gpu,
-            cuda_graph_bytes=graphs.bytes_per_gpu,
-            context_bytes=context.bytes_per_gpu,
-        )
-    return vllm_kv_budget(
-        total_bytes=total,
-        gpu_memory_utilization=res.memory_fraction,
-        version=res.version,
-        weights_bytes=weights,
-        activation_bytes=activation,
-        non_torch_bytes=non_torch.bytes_per_gpu,
-        cuda_graph_bytes=graphs.bytes_per_gpu,
-        context_bytes=context.bytes_per_gpu,
-    )
-
-
-def _evaluate(
-    arch: Architecture, hardware: HardwareSpec, res: ResolvedDeployment, constants: MemoryConstants
-) -> _Evaluation:
-    total = device_total_bytes(hardware, constants)
-    graphs = cuda_graph_item(res, constants)
-    non_torch = non_torch_item(res, constants)
-    context = cuda_context_item(res, constants)
-    ranges = pp_layer_ranges(len(arch.layers), res.pipeline_parallel_size)
-    stages = []
-    for index, layers in enumerate(ranges):
-        first, last = index == 0, index == len(ranges) - 1
-        weights = weight_ledger(arch, res, constants, layers, first=first, last=last)
-        activation = activation_item(arch, res, constants, layers, last=last)
-        specs = kv_layer_specs(arch, layers, res.tensor_parallel_size, res.kv_cache, res.dtype)
-        layout = kv_layout(
-            specs,
-            block_size=res.block_size,
-            batched_tokens=res.max_num_batched_tokens,
-            state_blocks=constants.mamba_blocks_per_request,
-            hybrid_grouping=res.engine == "vllm",
-        )
-        budget = _budget(
-            res,
-            total,
-            weights.total_bytes,
-            activation.bytes_per_gpu,
-            graphs,
-            non_torch,
-            context,
-        )
-        blocks = layout.num_blocks(budget.kv_available_bytes)
-        stages.append(_Stage(index, layers, weights, activation, layout, budget, blocks, specs))
-    limiting = min(
-        stages,
-        key=lambda s: (s.blocks, s.budget.kv_available_bytes, -s.weights.total_bytes),
-    )
-    return _Evaluation(res, total, tuple(stages), limiting, graphs, non_torch, context)
-
-
-def _failures(ev: _Evaluation) -> list[str]:
-    stage, res = ev.limiting, ev.res
-    budget = stage.budget
-    reasons = []
-    if budget.start_error:
-        reasons.append(budget.start_error)
-    weights = stage.weights.total_bytes
-    if res.engine != "trtllm" and weights > budget.budget_bytes:
-        reasons.append(
-            f"the weights need {gib_text(weights)} per GPU but the {res.engine} budget is "
-            f"{gib_text(budget.budget_bytes)}"
-        )
-    if budget.kv_available_bytes <= 0:
-        reasons.append(
-            f"no memory is left for the KV cache ({gib_text(budget.kv_available_bytes)} after "
-            "weights and runtime memory): the engine stops with 'No available memory for the "
-            "cache blocks'"
-        )
-    else:
-        need = stage.layout.request_bytes(res.max_model_len)
-        if need > budget.kv_available_bytes:
-            reasons.append(
-                f"max_model_len {res.max_model_len} needs {gib_text(need, 1)} of KV for one "
-                f"sequence; {gib_text(budget.kv_available_bytes, 1)} is left"
-            )
-    return reasons
-
-
-def _capacity(ev: _Evaluation) -> tuple[int, float]:
+def _capacity(ev: MemoryEvaluation) -> tuple[int, float]:
     stage, res = ev.limiting, ev.res
     layout, blocks = stage.layout, stage.blocks
     length = res.max_model_len
@@ -287,7 +138,7 @@ def _capacity(ev: _Evaluation) -> tuple[int, float]:
     return tokens, concurrency
 
 
-def _largest_len(ev: _Evaluation, limit: int) -> int | None:
+def _largest_len(ev: MemoryEvaluation, limit: int) -> int | None:
     layout, available = ev.limiting.layout, ev.limiting.budget.kv_available_bytes
     if available <= 0 or layout.request_bytes(1) > available:
         return None
@@ -301,7 +152,7 @@ def _largest_len(ev: _Evaluation, limit: int) -> int | None:
     return lo
 
 
-def _fraction_needed(ev: _Evaluation) -> float | None:
+def _fraction_needed(ev: MemoryEvaluation) -> float | None:
     stage, res, total = ev.limiting, ev.res, ev.total
     need = stage.layout.request_bytes(res.max_model_len)
     budget = stage.budget
@@ -337,14 +188,14 @@ def _smallest_tp(
         except ValueError:
             tp *= 2
             continue
-        if _evaluate(arch, hardware, res, constants).fits:
+        if evaluate_deployment(arch, hardware, res, constants).fits:
             return tp
         tp *= 2
     return None
 
 
 def _suggestions(
-    ev: _Evaluation,
+    ev: MemoryEvaluation,
     arch: Architecture,
     hardware: HardwareSpec,
     deployment: Deployment,
@@ -378,7 +229,7 @@ def _suggestions(
     )
 
 
-def _warnings(ev: _Evaluation, arch: Architecture, constants: MemoryConstants) -> list[str]:
+def _warnings(ev: MemoryEvaluation, arch: Architecture, constants: MemoryConstants) -> list[str]:
     res, stage = ev.res, ev.limiting
     budget = stage.budget
     out: list[str] = []
@@ -431,7 +282,7 @@ def _warnings(ev: _Evaluation, arch: Architecture, constants: MemoryConstants) -
     return out
 
 
-def _info_items(ev: _Evaluation) -> list[LineItem]:
+def _info_items(ev: MemoryEvaluation) -> list[LineItem]:
     stage, res = ev.limiting, ev.res
     items = [
         LineItem(
@@ -497,7 +348,7 @@ def _info_items(ev: _Evaluation) -> list[LineItem]:
     return items
 
 
-def _usage_items(ev: _Evaluation, constants: MemoryConstants) -> list[LineItem]:
+def _usage_items(ev: MemoryEvaluation, constants: MemoryConstants) -> list[LineItem]:
     stage = ev.limiting
     layout = stage.layout
     items = list(stage.weights.items)
@@ -548,7 +399,7 @@ def evaluate_memory(
 ) -> bool:
     """Whether ``deployment`` fits, without building the full report (used by searches)."""
     res = resolve_deployment(arch, hardware, deployment, constants)
-    return _evaluate(arch, hardware, res, constants).fits
+    return evaluate_deployment(arch, hardware, res, constants).fits
 
 
 def plan_memory(
@@ -572,9 +423,9 @@ def plan_memory(
     """
     deployment = deployment or Deployment()
     res = resolve_deployment(arch, hardware, deployment, constants)
-    ev = _evaluate(arch, hardware, res, constants)
+    ev = evaluate_deployment(arch, hardware, res, constants)
     stage = ev.limiting
-    reasons = _failures(ev)
+    reasons = fit_failures(ev)
     tokens, concurrency = _capacity(ev)
     limit = arch.max_position_embeddings or res.max_model_len
     suggestions = _suggestions(ev, arch, hardware, deployment, constants, limit)
