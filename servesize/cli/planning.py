@@ -164,6 +164,10 @@ Dp = Annotated[int, typer.Option("--dp", min=1, help="data_parallel_size")]
 ExpertParallel = Annotated[
     bool, typer.Option("--expert-parallel", help="enable_expert_parallel (MoE models)")
 ]
+Budget = Annotated[
+    int | None,
+    typer.Option(min=1, help="max_num_batched_tokens per rank (default: the engine's)."),
+]
 
 
 @app.command()
@@ -178,6 +182,7 @@ def perf(
     expert_parallel: ExpertParallel = False,
     engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
     max_model_len: Annotated[int | None, typer.Option()] = None,
+    max_num_batched_tokens: Budget = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
 ) -> None:
     """Step times and the closed-loop steady state (TTFT, TPOT, throughput)."""
@@ -187,6 +192,7 @@ def perf(
         enable_expert_parallel=expert_parallel,
         engine=engine,
         max_model_len=max_model_len,
+        max_num_batched_tokens=max_num_batched_tokens,
     )
     replica = compile_or_exit(model, gpu, deployment)
     est = closed_loop(
@@ -322,6 +328,7 @@ def simulate(
     dp: Dp = 1,
     expert_parallel: ExpertParallel = False,
     max_model_len: Annotated[int | None, typer.Option()] = None,
+    max_num_batched_tokens: Budget = None,
     engine_name: Annotated[
         str, typer.Option("--engine", help="vllm, sglang or trtllm (its own scheduler)")
     ] = "vllm",
@@ -350,6 +357,7 @@ def simulate(
         data_parallel_size=dp,
         enable_expert_parallel=expert_parallel,
         max_model_len=max_model_len,
+        max_num_batched_tokens=max_num_batched_tokens,
     )
     replica = compile_or_exit(model, gpu, deployment)
     workload = _workload(

@@ -90,8 +90,9 @@ class Replica:
         chunked_prefill: bool = False,
         kv_link: KVLink | None = None,
     ) -> Replica:
-        """The same compiled replica with its scheduler and KV link derived anew (cheap: the
-        step-time model is kept). Arguments as :func:`compile_replica`'s."""
+        """The same compiled replica with its scheduler and KV link derived anew from these
+        arguments alone (as :func:`compile_replica`'s; no ``kv_link`` means no KV transfer).
+        Cheap: the memory plan and the step-time model are kept."""
         scheduler, source, warnings = scheduler_config(
             self.memory, policy=policy, chunked_prefill=chunked_prefill
         )
