@@ -159,7 +159,7 @@ def test_models_pull_saves_the_config_verbatim(
         path.write_bytes(upstream)
         return path
 
-    monkeypatch.setattr("servesize.cli.download_config", fake_download)
+    monkeypatch.setattr("servesize.cli.models.download_config", fake_download)
     target = tmp_path / "catalogue"
     result = runner.invoke(app, ["models", "pull", "Qwen/Qwen3-8B", "--to", str(target)])
     assert result.exit_code == 0, result.output
@@ -173,7 +173,7 @@ def test_models_pull_reports_network_failure(
     def offline(model_id: str, revision: str | None) -> Path:
         raise OSError("network unreachable")
 
-    monkeypatch.setattr("servesize.cli.download_config", offline)
+    monkeypatch.setattr("servesize.cli.models.download_config", offline)
     result = runner.invoke(app, ["models", "pull", "Qwen/Qwen3-8B", "--to", str(tmp_path)])
     assert result.exit_code == 1
     assert "network unreachable" in result.output

@@ -1,4 +1,6 @@
-"""Model + hardware + deployment → memory plan and step-time model (shared by the planners)."""
+"""Request → resolved model, hardware and measurements → compiled replica (shared by the
+planners): the IO around :func:`servesize.core.replica.compile_replica`, which makes every
+modelling choice."""
 
 from __future__ import annotations
 
@@ -11,28 +13,55 @@ from servesize.api.hardware_resolver import resolve_hardware
 from servesize.api.measured import measured_profile
 from servesize.api.models_resolver import ResolvedModel, resolve_model
 from servesize.catalog import ModelCatalog
-from servesize.core.errors import InsufficientMemoryError
 from servesize.core.hardware import HardwareSpec
-from servesize.core.memory import Deployment, MemoryPlan, plan_memory
-from servesize.core.steptime import StepTimeModel, build_step_model
+from servesize.core.memory import Deployment, MemoryPlan
+from servesize.core.replica import Replica, compile_replica
+from servesize.core.steptime import MeasuredProfile, StepTimeModel
 from servesize.db.repository import HardwareRepository
 from servesize.schemas.memory import DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
+
+__all__ = [
+    "RECENT_UPLOADS",
+    "EngineModel",
+    "EngineRequest",
+    "ResolvedReplica",
+    "engine_model",
+    "request_engine_model",
+    "request_measurements",
+]
 
 RECENT_UPLOADS = 20
 """Measurements searched for the newest GEMM table of a profile."""
 
 
 @dataclass(frozen=True, slots=True)
-class EngineModel:
+class ResolvedReplica:
+    """The model a request named and the replica compiled for it."""
+
     model: ResolvedModel
-    hardware: HardwareSpec
-    memory: MemoryPlan
-    step_model: StepTimeModel
+    replica: Replica
+
+    @property
+    def hardware(self) -> HardwareSpec:
+        return self.replica.hardware
+
+    @property
+    def memory(self) -> MemoryPlan:
+        return self.replica.memory
+
+    @property
+    def step_model(self) -> StepTimeModel:
+        return self.replica.step_model
+
+
+EngineModel = ResolvedReplica
+"""The former name, kept while the SLO routes move over."""
 
 
 class EngineRequest(Protocol):
-    """The request fields that choose an engine model (``/v1/simulate``, ``/v1/slo/*``)."""
+    """The request fields that choose a replica (``/v1/performance``, ``/v1/simulate``,
+    ``/v1/slo/*``)."""
 
     @property
     def model(self) -> ModelRef: ...
@@ -48,7 +77,7 @@ class EngineRequest(Protocol):
 
 def request_engine_model(
     body: EngineRequest, *, catalog: ModelCatalog, session: Session
-) -> EngineModel:
+) -> ResolvedReplica:
     """:func:`engine_model` of a request's ``model``, ``hardware`` and ``deployment``."""
     return engine_model(
         model_ref=body.model,
@@ -61,6 +90,16 @@ def request_engine_model(
     )
 
 
+def request_measurements(hardware_ref: HardwareRef, session: Session) -> MeasuredProfile | None:
+    """The kernel tables of a stored profile: the shipped ones (H100) with the newest uploaded
+    GEMM tables in place of theirs; None for an inline GPU."""
+    if not isinstance(hardware_ref, str):
+        return None
+    stored = HardwareRepository(session).measurements(hardware_ref, limit=RECENT_UPLOADS)
+    uploads = [(m.id, m.payload) for m in stored]
+    return measured_profile(hardware_ref, uploads)
+
+
 def engine_model(
     *,
     model_ref: ModelRef,
@@ -71,36 +110,17 @@ def engine_model(
     use_measurements: bool = True,
     calibrated: bool = True,
     model_pointer: str = "/model",
-) -> EngineModel:
-    """Resolve the inputs, plan memory (422 when it does not fit) and compile the step model
-    with the profile's measured tables when asked to."""
+) -> ResolvedReplica:
+    """Resolve the inputs and compile the replica (a plan that does not fit is the core's
+    ``InsufficientMemoryError``, a 422), with the profile's measured tables when asked to."""
     model = resolve_model(model_ref, catalog=catalog, session=session, pointer=model_pointer)
     hardware = resolve_hardware(hardware_ref, session=session)
-    deployment = Deployment(**deployment_in.model_dump())
-    memory = plan_memory(model.architecture, hardware, deployment)
-    if not memory.fits:
-        raise InsufficientMemoryError("; ".join(memory.reasons) or "the deployment does not fit")
-    res = memory.deployment
-    measured = None
-    if use_measurements and isinstance(hardware_ref, str):
-        uploads = [
-            (m.id, m.payload)
-            for m in HardwareRepository(session).measurements(hardware_ref, limit=RECENT_UPLOADS)
-        ]
-        measured = measured_profile(hardware_ref, uploads)
-    online_fp8 = model.architecture.quantization is None and deployment.quantization == "fp8"
-    step_model = build_step_model(
+    measurements = request_measurements(hardware_ref, session) if use_measurements else None
+    replica = compile_replica(
         model.architecture,
         hardware,
-        engine=res.engine,
-        tensor_parallel_size=res.tensor_parallel_size,
-        pipeline_parallel_size=res.pipeline_parallel_size,
-        data_parallel_size=res.data_parallel_size,
-        expert_parallel_size=res.expert_parallel_size,
-        weight_dtype="fp8" if online_fp8 else None,
-        kv_dtype=res.kv_cache.element_dtype,
-        cuda_graphs=not res.enforce_eager,
-        measured=measured,
+        Deployment(**deployment_in.model_dump()),
+        measurements,
         calibrated=calibrated,
     )
-    return EngineModel(model=model, hardware=hardware, memory=memory, step_model=step_model)
+    return ResolvedReplica(model=model, replica=replica)

@@ -34,6 +34,13 @@ from servesize.core.errors import (
     UnstableQueueError,
 )
 from servesize.core.memory import InvalidDeploymentError
+from servesize.core.replica import (
+    MissingInterconnectBandwidthError,
+    ReplicaError,
+    RequestTooLongError,
+    SimulationTooLargeError,
+    WholePromptOverflowError,
+)
 
 log = logging.getLogger("servesize.api")
 
@@ -231,6 +238,23 @@ async def _planning_error(request: Request, exc: Exception) -> Response:
     return problem_response(422, slug, str(exc), instance=_instance(request), errors=errors)
 
 
+_REPLICA_SLUGS: tuple[tuple[type[ReplicaError], str], ...] = (
+    (MissingInterconnectBandwidthError, "missing-bandwidth"),
+    (RequestTooLongError, "request-too-long"),
+    (SimulationTooLargeError, "simulation-too-large"),
+    (WholePromptOverflowError, "prompt-exceeds-budget"),
+    (ReplicaError, "replica-error"),
+)
+
+
+async def _replica_error(request: Request, exc: Exception) -> Response:
+    """A replica that cannot run as asked: 422 pointing at the field the core names."""
+    assert isinstance(exc, ReplicaError)
+    slug = next(s for kind, s in _REPLICA_SLUGS if isinstance(exc, kind))
+    errors = [{"location": "body", "pointer": exc.field, "detail": exc.detail}]
+    return problem_response(422, slug, exc.detail, instance=_instance(request), errors=errors)
+
+
 async def _integrity_error(request: Request, exc: Exception) -> Response:
     # The SQL and its parameters never leave the server.
     log.info("integrity error: %s", type(exc).__name__)
@@ -265,6 +289,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _request_validation_error)
     app.add_exception_handler(InvalidArchitectureError, _invalid_input)
     app.add_exception_handler(InvalidDeploymentError, _invalid_input)
+    app.add_exception_handler(ReplicaError, _replica_error)
     app.add_exception_handler(PlanningError, _planning_error)
     app.add_exception_handler(IntegrityError, _integrity_error)
     app.add_exception_handler(StaleDataError, _stale_write)

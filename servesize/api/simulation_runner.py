@@ -1,11 +1,12 @@
-"""Resolved inputs + traffic spec → one simulator run (shared by ``/v1/simulate`` and the SLO
-planners).
+"""Traffic spec → requests → one run of the compiled replica (shared by ``/v1/simulate`` and
+the SLO planners).
 
-The engine replica is configured from the memory plan (token budget, ``max_num_seqs``, KV
-blocks); the requests are drawn from the traffic spec with a seed split into independent streams
-for the workload and the router, so the same seed gives the same run — and, because every
-arrival process scales its gaps by ``1/rate`` from the same standard draws, runs at different
-rates with one seed share their random numbers (common random numbers for capacity searches).
+The replica is the core's (:mod:`servesize.core.replica`: scheduler, KV link and the checks
+before a run are made there); here the requests are drawn from the traffic spec with a seed
+split into independent streams for the workload and the router, so the same seed gives the same
+run — and, because every arrival process scales its gaps by ``1/rate`` from the same standard
+draws, runs at different rates with one seed share their random numbers (common random numbers
+for capacity searches).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from servesize.api.engine_model import EngineModel
+from servesize.api.engine_model import ResolvedReplica
 from servesize.api.errors import UnprocessableError
-from servesize.core.memory import MemoryPlan
+from servesize.core.replica import DisaggregatedPools, KVLink, simulate_replica
 from servesize.core.simulation import (
     ClientOverheads,
     KVTransfer,
@@ -26,13 +27,7 @@ from servesize.core.simulation import (
     SchedulerConfig,
     SchedulingPolicy,
     SimulationResult,
-    engine_scheduler,
-    simulate,
-    simulate_disaggregated,
-    whole_prompt_overflow,
 )
-from servesize.core.simulation.adapters import steptime_adapter
-from servesize.core.steptime import simulator_constants
 from servesize.core.traffic import (
     FixedLength,
     HistogramLength,
@@ -63,7 +58,7 @@ from servesize.schemas.simulate import (
 class SimulationRun:
     """One run and what it was given."""
 
-    engine: SchedulerConfig
+    scheduler: SchedulerConfig
     workload: Workload
     result: SimulationResult
     overhead_s: float
@@ -75,35 +70,6 @@ class SimulationRun:
     transfer: KVTransfer | None = None
     """The KV transfer of a disaggregated run (None otherwise)."""
     transfer_bandwidth_from_hardware: bool = False
-
-
-def engine_config(
-    memory: MemoryPlan, policy: SchedulingPolicy | None
-) -> tuple[SchedulerConfig, list[str]]:
-    """The simulated replica of a memory plan, and any warning about what it could not model.
-    ``policy`` None: the deployment engine's own scheduler (``engine_scheduler``).
-
-    The step-time model splits a step's work evenly over the data-parallel ranks, so one
-    simulated engine stands for the DP group, with every rank's limits and KV blocks pooled.
-    """
-    res = memory.deployment
-    warnings: list[str] = []
-    dp = res.data_parallel_size
-    max_num_seqs = res.max_num_seqs
-    if max_num_seqs is None:
-        max_num_seqs = memory.kv_blocks
-        warnings.append(
-            f"{res.engine} sizes its running batch from the KV pool; the simulation bounds it by "
-            "KV blocks only"
-        )
-    engine = SchedulerConfig(
-        max_num_batched_tokens=res.max_num_batched_tokens * dp,
-        max_num_seqs=max_num_seqs * dp,
-        block_size_tokens=memory.kv_block_size,
-        num_kv_blocks=memory.kv_blocks * dp,
-        policy=policy or engine_scheduler(res.engine),
-    )
-    return engine, warnings
 
 
 def length_distribution(spec: LengthIn, clip_tokens: int) -> LengthDistribution:
@@ -288,89 +254,8 @@ def build_workload(
     return workload
 
 
-def kv_transfer(
-    built: EngineModel, spec: DisaggregationIn, *, pointer: str = "/disaggregation"
-) -> tuple[KVTransfer, bool]:
-    """The KV hand-off of a disaggregated run and whether its bandwidth is the hardware
-    profile's interconnect: ``latency + prompt · kv_bytes_per_token_per_gpu / bandwidth``."""
-    bandwidth = spec.kv_transfer.bandwidth_bytes_per_s
-    from_hardware = bandwidth is None
-    if bandwidth is None:
-        link = built.hardware.interconnect
-        bandwidth = link.bandwidth_bytes_per_s if link is not None else None
-        if bandwidth is None:
-            raise _unprocessable(
-                f"{built.hardware.id} has no interconnect bandwidth; give "
-                "kv_transfer.bandwidth_bytes_per_s",
-                "missing-bandwidth",
-                f"{pointer}/kv_transfer/bandwidth_bytes_per_s",
-            )
-    transfer = KVTransfer(
-        latency_s=spec.kv_transfer.latency_s,
-        bandwidth_bytes_per_s=float(bandwidth),
-        kv_bytes_per_token=float(built.memory.kv_bytes_per_token_per_gpu),
-        first_token_after_transfer=spec.kv_transfer.first_token_after_transfer,
-    )
-    return transfer, from_hardware
-
-
-MAX_PREFILL_STEPS = 2_000_000
-"""Most prefill steps one run may need (prompt tokens over the token budget): a tiny budget
-multiplies the scheduler's work per request."""
-
-
-def _check_steps(workload: Workload, engine: SchedulerConfig) -> None:
-    """422 when the prompts need more than ``MAX_PREFILL_STEPS`` steps at this token budget."""
-    steps = float(np.sum(workload.prompt_tokens)) / engine.max_num_batched_tokens
-    if steps > MAX_PREFILL_STEPS:
-        detail = (
-            f"the prompts need about {steps:,.0f} prefill steps at a budget of "
-            f"{engine.max_num_batched_tokens} tokens per step; one simulation is limited to "
-            f"{MAX_PREFILL_STEPS:,} (a larger max_num_batched_tokens or fewer requests)"
-        )
-        raise UnprocessableError(
-            detail,
-            slug="simulation-too-large",
-            errors=[
-                {
-                    "location": "body",
-                    "pointer": "/deployment/max_num_batched_tokens",
-                    "detail": detail,
-                },
-            ],
-        )
-
-
-def _check_whole_prompts(
-    workload: Workload, engine: SchedulerConfig, rank_budget: int, explicit: bool
-) -> None:
-    """422 when a scheduler without chunked prefill meets a request longer than one rank's
-    token budget: the engine would refuse it (TensorRT-LLM's default), so every such request
-    would be rejected. The length is the prompt and all but the last output token
-    (:func:`whole_prompt_overflow`: a preempted request recomputes them in one step)."""
-    longest = whole_prompt_overflow(
-        engine.policy, workload.prompt_tokens, workload.output_tokens, rank_budget
-    )
-    if not longest:
-        return
-    why = "policy 'no_chunking'" if explicit else "the engine's default scheduler (no chunking)"
-    detail = (
-        f"{why} computes a request's prompt (and, after a preemption, its output so far) in one "
-        f"step, but requests reach {longest} tokens and the budget is {rank_budget} per rank: "
-        f"raise max_num_batched_tokens to at least {longest} or choose a chunking policy "
-        f"('vllm_v1')"
-    )
-    raise UnprocessableError(
-        detail,
-        slug="prompt-exceeds-budget",
-        errors=[
-            {"location": "body", "pointer": "/deployment/max_num_batched_tokens", "detail": detail}
-        ],
-    )
-
-
 def run_simulation(
-    built: EngineModel,
+    built: ResolvedReplica,
     traffic: TrafficIn,
     *,
     replicas: int = 1,
@@ -381,67 +266,52 @@ def run_simulation(
     disaggregation: DisaggregationIn | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimulationRun:
-    """Simulate ``replicas`` copies of the built engine under ``traffic`` (seeded by
-    ``traffic.seed``), or with ``disaggregation`` a prefill pool and a decode pool (``routing``
-    spreads requests over the prefill pool). Steps are costed with the engine's simulator
-    constants (``simulator_constants``); without ``overheads`` their ``request_overhead_s`` is
-    the client-side preprocessing overhead."""
-    memory = built.memory
-    engine, warnings = engine_config(memory, policy)
+    """Draw ``traffic``'s requests (seeded by ``traffic.seed``; 422s point below ``pointer``)
+    and run :func:`~servesize.core.replica.simulate_replica` on ``replicas`` copies of the
+    built replica, or with ``disaggregation`` on a prefill pool and a decode pool (``routing``
+    spreads requests over the prefill pool). ``policy`` overrides the engine's scheduler."""
+    replica = built.replica
+    kv_link = None
+    if disaggregation is not None:
+        spec = disaggregation.kv_transfer
+        kv_link = KVLink(
+            latency_s=spec.latency_s,
+            bandwidth_bytes_per_s=spec.bandwidth_bytes_per_s,
+            first_token_after_transfer=spec.first_token_after_transfer,
+        )
+    if policy is not None or kv_link is not None:
+        replica = replica.configured(policy=policy, kv_link=kv_link)
     # Independent streams for the requests and the router, both fixed by the seed.
     workload_seed, routing_seed = np.random.SeedSequence(traffic.seed).spawn(2)
-    workload = build_workload(traffic, memory.max_model_len, workload_seed, pointer=pointer)
-    _check_steps(workload, engine)
-    _check_whole_prompts(
-        workload, engine, memory.deployment.max_num_batched_tokens, explicit=policy is not None
-    )
-    from_profile = overheads is None
-    # Tier B runs on the constants fitted through the simulator (the steady-state ones absorb
-    # queueing that the simulation produces itself).
-    step_model = built.step_model.with_engine(simulator_constants(built.step_model.engine))
-    if overheads is None:
-        overheads = ClientOverheads(preprocess_s=step_model.engine.request_overhead_s)
-    step_time = steptime_adapter(step_model)
-    transfer: KVTransfer | None = None
-    from_hardware = False
-    if disaggregation is None:
-        result = simulate(
-            workload,
-            engine,
-            step_time,
-            replicas=replicas,
-            routing=routing,
-            routing_rng=np.random.default_rng(routing_seed),
-            overheads=overheads,
-            progress=progress,
-        )
-    else:
-        transfer, from_hardware = kv_transfer(built, disaggregation)
-        replicas = disaggregation.prefill_replicas + disaggregation.decode_replicas
-        result = simulate_disaggregated(
-            workload,
-            prefill=engine,
-            decode=engine,
-            prefill_step_time=step_time,
-            decode_step_time=step_time,
-            transfer=transfer,
+    workload = build_workload(traffic, replica.memory.max_model_len, workload_seed, pointer=pointer)
+    pools = (
+        DisaggregatedPools(
             prefill_replicas=disaggregation.prefill_replicas,
             decode_replicas=disaggregation.decode_replicas,
-            prefill_routing=routing,
             decode_routing=disaggregation.decode_routing,
-            routing_rng=np.random.default_rng(routing_seed),
-            overheads=overheads,
-            progress=progress,
         )
-    return SimulationRun(
-        engine=engine,
-        workload=workload,
-        result=result,
-        overhead_s=overheads.total_s,
+        if disaggregation is not None
+        else None
+    )
+    run = simulate_replica(
+        replica,
+        workload,
         replicas=replicas,
-        warnings=list(memory.warnings) + warnings,
+        routing=routing,
+        routing_rng=np.random.default_rng(routing_seed),
         overheads=overheads,
-        overheads_from_profile=from_profile,
-        transfer=transfer,
-        transfer_bandwidth_from_hardware=from_hardware,
+        pools=pools,
+        progress=progress,
+    )
+    return SimulationRun(
+        scheduler=run.scheduler,
+        workload=workload,
+        result=run.result,
+        overhead_s=run.overheads.total_s,
+        replicas=run.replicas,
+        warnings=list(run.warnings),
+        overheads=run.overheads,
+        overheads_from_profile=run.overheads_from_profile,
+        transfer=run.transfer,
+        transfer_bandwidth_from_hardware=replica.kv_bandwidth_from_hardware,
     )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from servesize.api.routes.simulate import latency_out
+from servesize.api.simulate_views import latency_out
 from servesize.core.simulation import LatencyStats
 
 MODEL = "meta-llama/Llama-3.1-8B"

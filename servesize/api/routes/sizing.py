@@ -37,12 +37,12 @@ from servesize.core.sizing import (
     vllm_args,
     zero_load_infeasibility,
 )
+from servesize.core.sizing.defaults import default_max_model_len, upper_tokens
 from servesize.core.sizing.engine_args import Role
 from servesize.core.sizing.explain import explain
 from servesize.core.sizing.space import DEFAULT_KV_CACHE_DTYPES, DEFAULT_MAX_NUM_BATCHED_TOKENS
 from servesize.core.steptime import MeasuredProfile
 from servesize.db.repository import HardwareRepository
-from servesize.schemas.simulate import FixedLengthIn, LengthIn, UniformLengthIn
 from servesize.schemas.sizing import (
     CandidatesIn,
     EngineArgsOut,
@@ -99,25 +99,6 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         },
     },
 }
-
-
-def upper_tokens(spec: LengthIn) -> int:
-    """The longest length a spec draws (unclipped normal/log-normal: four times the mean)."""
-    if isinstance(spec, int):
-        return spec
-    if isinstance(spec, FixedLengthIn):
-        return spec.tokens
-    if isinstance(spec, UniformLengthIn):
-        return spec.high_tokens
-    if spec.max_tokens is not None:
-        return spec.max_tokens
-    return max(spec.min_tokens, math.ceil(4 * spec.mean_tokens))
-
-
-def default_max_model_len(input_tokens: LengthIn, output_tokens: LengthIn) -> int:
-    """The smallest power of two (at least 2048) that holds the longest request."""
-    longest = upper_tokens(input_tokens) + upper_tokens(output_tokens)
-    return max(2048, 1 << (longest - 1).bit_length())
 
 
 def _finite(value: float) -> float | None:

@@ -1,0 +1,69 @@
+"""``/v1/performance``'s response: the closed-loop estimate of a compiled replica as JSON."""
+
+from __future__ import annotations
+
+from servesize.api.engine_model import ResolvedReplica
+from servesize.core.steptime import ServingEstimate
+from servesize.schemas.memory import AppliedDefaultOut
+from servesize.schemas.performance import (
+    ArithmeticIntensity,
+    PerformanceResponse,
+    PhaseBound,
+    WorkloadPoint,
+)
+
+__all__ = ["performance_response"]
+
+
+def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> list[str]:
+    warnings = list(built.memory.warnings)
+    if resident < work.concurrency:
+        warnings.append(
+            f"only {resident:.1f} of {work.concurrency} requests fit in the batch at once "
+            "(max_num_seqs or KV capacity); the rest wait for admission"
+        )
+    return warnings
+
+
+def performance_response(
+    built: ResolvedReplica, work: WorkloadPoint, estimate: ServingEstimate
+) -> PerformanceResponse:
+    """The first (only) point of ``estimate``, the closed loop at ``work``."""
+    memory = built.memory
+    res = memory.deployment
+    ttft = float(estimate.ttft_s[0])
+    tpot = float(estimate.tpot_s[0])
+    resident = float(estimate.resident_sequences[0])
+    return PerformanceResponse(
+        model=built.model.id,
+        hardware=built.hardware.id,
+        engine=res.engine,
+        concurrency=work.concurrency,
+        input_tokens=work.input_tokens,
+        output_tokens=work.output_tokens,
+        prefill_time_s=float(estimate.prefill_time_s[0]),
+        decode_step_time_s=float(estimate.decode_step_time_s[0]),
+        ttft_zero_load_s=float(estimate.ttft_zero_load_s[0]),
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=ttft + tpot * (work.output_tokens - 1),
+        throughput_output_tokens_per_s=float(estimate.throughput_output_tokens_per_s[0]),
+        throughput_requests_per_s=float(estimate.request_rate_per_s[0]),
+        resident_sequences=resident,
+        admission_wait_s=float(estimate.admission_wait_s[0]),
+        bound=PhaseBound(
+            prefill=str(estimate.prefill_bound[0]), decode=str(estimate.decode_bound[0])
+        ),
+        arithmetic_intensity=ArithmeticIntensity(
+            prefill=float(estimate.prefill_arithmetic_intensity[0]),
+            decode=float(estimate.decode_arithmetic_intensity[0]),
+        ),
+        ridge_point_flops_per_byte=float(built.step_model.ridge_point_flops_per_byte),
+        kv_capacity_tokens=memory.kv_capacity_tokens,
+        weights_bytes_per_gpu=memory.weights_bytes_per_gpu,
+        sources=dict(estimate.sources),
+        defaults_applied=[
+            AppliedDefaultOut.model_validate(d, from_attributes=True) for d in res.defaults
+        ],
+        warnings=_warnings(built, work, resident),
+    )

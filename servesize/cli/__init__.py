@@ -1,0 +1,23 @@
+"""The ``servesize`` command: serve the API, migrate the database, manage API keys, browse the
+catalogue, and plan from the terminal (memory, kv, perf, simulate, size).
+
+=============  ==============================================================================
+``app``        the Typer applications and the helpers the commands share
+``admin``      ``serve``, ``db``, ``keys`` (server modules imported inside the commands)
+``models``     ``models list|show|inspect|pull``
+``planning``   ``memory``, ``kv``, ``perf``, ``simulate`` through :mod:`servesize.core.replica`
+``size``       ``size``: the cheapest deployments that meet an SLO
+=============  ==============================================================================
+"""
+
+from servesize.cli import admin, models, planning, size
+from servesize.cli.app import app
+
+__all__ = ["app", "main"]
+
+_COMMANDS = (admin, models, planning, size)
+"""The modules whose decorators register the commands on ``app``."""
+
+
+def main() -> None:
+    app()

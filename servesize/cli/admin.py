@@ -1,0 +1,136 @@
+"""``servesize serve``, ``db`` and ``keys``: the server and its database (imported lazily, so
+the planning commands run without the server's dependencies)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from servesize.cli.app import app, console, db_app, keys_app
+from servesize.security import Scope
+
+if TYPE_CHECKING:
+    from servesize.db.repository import ApiKeyRepository
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(envvar="HOST", help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="PORT", help="Port to listen on.")] = 8000,
+    no_migrate: Annotated[
+        bool, typer.Option("--no-migrate", help="Do not apply pending migrations first.")
+    ] = False,
+) -> None:
+    """Apply pending migrations, then serve the API."""
+    import uvicorn
+
+    from servesize.api.app import create_app
+    from servesize.db import migrate
+    from servesize.settings import get_settings
+
+    settings = get_settings()
+    if not no_migrate:
+        migrate.upgrade(settings.database_url)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
+    """Upgrade the database to a revision (default: the newest)."""
+    from servesize.db import migrate
+    from servesize.settings import get_settings
+
+    migrate.upgrade(get_settings().database_url, revision)
+    db_current()
+
+
+@db_app.command("downgrade")
+def db_downgrade(revision: Annotated[str, typer.Argument(help="Target, e.g. base or -1.")]) -> None:
+    """Downgrade the database to a revision."""
+    from servesize.db import migrate
+    from servesize.settings import get_settings
+
+    migrate.downgrade(get_settings().database_url, revision)
+    db_current()
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Print the database's revision and the newest one."""
+    from servesize.db import migrate
+    from servesize.db.engine import make_engine
+    from servesize.settings import get_settings
+
+    settings = get_settings()
+    database = make_engine(settings.database_url)
+    try:
+        current = sorted(migrate.current_revisions(database)) or ["base"]
+    finally:
+        database.dispose()
+    heads = sorted(migrate.head_revisions(settings.database_url))
+    state = "at head" if current == heads else "behind head"
+    print(f"current: {', '.join(current)}  head: {', '.join(heads)}  ({state})")
+
+
+@contextmanager
+def _key_repository() -> Iterator[ApiKeyRepository]:
+    """An API-key repository inside one committed transaction."""
+    from servesize.db.engine import make_engine, make_sessionmaker, transaction
+    from servesize.db.repository import ApiKeyRepository
+    from servesize.settings import get_settings
+
+    settings = get_settings()
+    secret = settings.secret_key.get_secret_value().encode() if settings.secret_key else None
+    database = make_engine(settings.database_url)
+    try:
+        with transaction(make_sessionmaker(database)) as session:
+            yield ApiKeyRepository(session, secret_key=secret)
+    finally:
+        database.dispose()
+
+
+@keys_app.command("create")
+def keys_create(
+    scope: Annotated[
+        list[Scope], typer.Option("--scope", help="Repeat for several scopes.", show_choices=True)
+    ],
+    name: Annotated[str | None, typer.Option(help="Unique name; default: key-<id>.")] = None,
+) -> None:
+    """Create an API key and print it once (it cannot be shown again)."""
+    with _key_repository() as keys:
+        row, new = keys.create(name=name or f"key-{secrets.token_hex(4)}", scopes=scope)
+        console.print(f"created key [bold]{row.name}[/] ({row.key_id}) scopes {row.scopes}")
+        console.print("store it now; it is not shown again:")
+        print(new.token)
+
+
+@keys_app.command("list")
+def keys_list() -> None:
+    """List keys (never their secrets)."""
+    table = Table("key_id", "name", "scopes", "created_at", "revoked_at")
+    with _key_repository() as keys:
+        for row in keys.list():
+            table.add_row(
+                row.key_id,
+                row.name,
+                ",".join(row.scopes),
+                row.created_at.isoformat(),
+                row.revoked_at.isoformat() if row.revoked_at else "",
+            )
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key's public id.")]) -> None:
+    """Revoke a key; it stops working at once."""
+    with _key_repository() as keys:
+        row = keys.revoke(key_id)
+        if row is None:
+            console.print(f"[red]no API key with id {key_id!r}[/]")
+            raise typer.Exit(code=1)
+        console.print(f"revoked {row.name} ({row.key_id})")

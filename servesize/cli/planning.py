@@ -1,0 +1,391 @@
+"""``servesize memory``, ``kv``, ``perf`` and ``simulate``: planning from the terminal, on a
+catalogue model and a datasheet GPU, through the same replica compiler as the API
+(:mod:`servesize.core.replica`); the shipped H100 kernel tables stand in for measurements on
+``h100-sxm``, as they do in the API."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import numpy as np
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from servesize.cli.app import (
+    app,
+    architecture_or_exit,
+    console,
+    datasheet_gpu,
+    exit_with_issues,
+    refuse,
+)
+from servesize.core.errors import InsufficientMemoryError
+from servesize.core.memory import Deployment, InvalidDeploymentError, kv_budget, plan_memory
+from servesize.core.replica import Replica, ReplicaError, compile_replica, simulate_replica
+from servesize.core.simulation import SchedulerConfig, SimulationSummary
+from servesize.core.steptime import closed_loop
+from servesize.core.traffic import (
+    CLOSED_LOOP_WARNING,
+    FixedLength,
+    Workload,
+    closed_loop_workload,
+    open_loop_workload,
+    trace_workload,
+)
+from servesize.core.traffic.traces import TraceError, TraceFormat, parse_trace
+
+if TYPE_CHECKING:
+    from servesize.core.steptime import MeasuredProfile
+
+__all__ = ["compile_or_exit", "scheduler_line"]
+
+SHIPPED_TABLES_GPU = "h100-sxm"
+"""The datasheet profile whose kernel tables ship with the package (``servesize/data/h100``)."""
+TRACE_MAX_ROWS = 50_000
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:,.2f} GiB"
+
+
+@app.command()
+def memory(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
+    tp: Annotated[int, typer.Option("--tp", help="tensor_parallel_size")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="pipeline_parallel_size")] = 1,
+    engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
+    engine_version: Annotated[str | None, typer.Option()] = None,
+    max_model_len: Annotated[int | None, typer.Option()] = None,
+    kv_cache_dtype: Annotated[str, typer.Option()] = "auto",
+    gpu_memory_utilization: Annotated[float | None, typer.Option()] = None,
+    enforce_eager: Annotated[bool, typer.Option()] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Print the memory ledger of one GPU, line by line with formulas."""
+    arch = architecture_or_exit(model)
+    deployment = Deployment(
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        engine=engine,
+        engine_version=engine_version,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_cache_dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
+        enforce_eager=enforce_eager,
+    )
+    try:
+        result = plan_memory(arch, datasheet_gpu(gpu), deployment)
+    except InvalidDeploymentError as exc:
+        exit_with_issues(exc.issues)
+    if as_json:
+        print(json.dumps(asdict(result), indent=2, default=str))
+        return
+    table = Table("line", "per GPU", "formula", title=f"{model} on {gpu} ({result.engine})")
+    for item in result.line_items:
+        table.add_row(item.name, _gib(item.bytes_per_gpu), item.formula)
+    console.print(table)
+    verdict = "[green]fits[/]" if result.fits else "[red]does not fit[/]"
+    console.print(
+        f"{verdict}: KV cache {_gib(result.kv_cache_bytes_per_gpu)}, "
+        f"{result.kv_capacity_tokens:,} tokens, max concurrency {result.max_concurrency:.2f} "
+        f"at {result.max_model_len:,} tokens"
+    )
+    for line in (*result.reasons, *result.warnings):
+        console.print(f"- {line}")
+
+
+@app.command()
+def kv(
+    layers: Annotated[int | None, typer.Option(help="num_layers")] = None,
+    kv_heads: Annotated[int | None, typer.Option(help="num_kv_heads")] = None,
+    head_dim: Annotated[int | None, typer.Option()] = None,
+    bytes_per_element: Annotated[float | None, typer.Option()] = None,
+    model: Annotated[str | None, typer.Option(help="Catalogue id instead of the geometry.")] = None,
+    concurrency: Annotated[int | None, typer.Option()] = None,
+    tokens: Annotated[int | None, typer.Option(help="tokens_per_sequence")] = None,
+    memory_gib: Annotated[float | None, typer.Option(help="KV memory budget in GiB.")] = None,
+) -> None:
+    """KV calculator: give two of --concurrency, --tokens, --memory-gib; get the third."""
+    arch = architecture_or_exit(model) if model else None
+    try:
+        result = kv_budget(
+            num_layers=layers,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            bytes_per_element=bytes_per_element,
+            model=arch,
+            concurrency=concurrency,
+            tokens_per_sequence=tokens,
+            memory_bytes=int(memory_gib * 2**30) if memory_gib is not None else None,
+        )
+    except InvalidDeploymentError as exc:
+        exit_with_issues(exc.issues)
+    print(result.formula)
+
+
+def _shipped_tables(gpu: str) -> MeasuredProfile | None:
+    if gpu != SHIPPED_TABLES_GPU:
+        return None
+    from servesize.calibration import load_measured_profile
+
+    return load_measured_profile()
+
+
+def compile_or_exit(model: str, gpu: str, deployment: Deployment) -> Replica:
+    """The replica of a catalogue model on a datasheet GPU; exits 1 on an invalid deployment or
+    one that does not fit."""
+    arch = architecture_or_exit(model)
+    hardware = datasheet_gpu(gpu)
+    try:
+        return compile_replica(arch, hardware, deployment, _shipped_tables(gpu))
+    except InvalidDeploymentError as exc:
+        exit_with_issues(exc.issues)
+    except InsufficientMemoryError as exc:
+        console.print("[red]does not fit:[/] " + str(exc), markup=True, soft_wrap=True)
+        raise typer.Exit(code=1) from None
+
+
+def scheduler_line(scheduler: SchedulerConfig) -> str:
+    """The simulated scheduler in one line (the API's ``engine_config``)."""
+    return (
+        f"scheduler {scheduler.policy}: max_num_batched_tokens {scheduler.max_num_batched_tokens}, "
+        f"max_num_seqs {scheduler.max_num_seqs}, {scheduler.num_kv_blocks} KV blocks of "
+        f"{scheduler.block_size_tokens} tokens"
+    )
+
+
+Tp = Annotated[int, typer.Option("--tp", min=1, help="tensor_parallel_size")]
+Dp = Annotated[int, typer.Option("--dp", min=1, help="data_parallel_size")]
+ExpertParallel = Annotated[
+    bool, typer.Option("--expert-parallel", help="enable_expert_parallel (MoE models)")
+]
+Budget = Annotated[
+    int | None,
+    typer.Option(min=1, help="max_num_batched_tokens per rank (default: the engine's)."),
+]
+
+
+@app.command()
+def perf(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
+    concurrency: Annotated[int, typer.Option(min=1)] = 1,
+    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    tp: Tp = 1,
+    dp: Dp = 1,
+    expert_parallel: ExpertParallel = False,
+    engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
+    max_model_len: Annotated[int | None, typer.Option()] = None,
+    max_num_batched_tokens: Budget = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+) -> None:
+    """Step times and the closed-loop steady state (TTFT, TPOT, throughput)."""
+    deployment = Deployment(
+        tensor_parallel_size=tp,
+        data_parallel_size=dp,
+        enable_expert_parallel=expert_parallel,
+        engine=engine,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    replica = compile_or_exit(model, gpu, deployment)
+    est = closed_loop(
+        replica.step_model,
+        concurrency=concurrency,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        kv_capacity_tokens=replica.memory.kv_capacity_tokens,
+    )
+    if as_json:
+        figures = {
+            "scheduler": asdict(replica.scheduler),
+            "prefill_time_s": float(est.prefill_time_s[0]),
+            "decode_step_time_s": float(est.decode_step_time_s[0]),
+            "ttft_zero_load_s": float(est.ttft_zero_load_s[0]),
+            "ttft_s": float(est.ttft_s[0]),
+            "tpot_s": float(est.tpot_s[0]),
+            "throughput_output_tokens_per_s": float(est.throughput_output_tokens_per_s[0]),
+            "kv_capacity_tokens": replica.memory.kv_capacity_tokens,
+            "sources": dict(est.sources),
+        }
+        print(json.dumps(figures, indent=2))
+        return
+    table = Table("metric", "value", title=f"{model} on {gpu}, {concurrency} clients (closed loop)")
+    rows = [
+        (
+            "prefill, one prompt alone",
+            f"{est.prefill_time_s[0] * 1e3:.2f} ms ({est.prefill_bound[0]})",
+        ),
+        ("decode step", f"{est.decode_step_time_s[0] * 1e3:.2f} ms ({est.decode_bound[0]})"),
+        ("TTFT at zero load", f"{est.ttft_zero_load_s[0] * 1e3:.1f} ms"),
+        ("TTFT", f"{est.ttft_s[0] * 1e3:.1f} ms"),
+        ("TPOT", f"{est.tpot_s[0] * 1e3:.2f} ms"),
+        ("output tokens/s", f"{est.throughput_output_tokens_per_s[0]:,.0f}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    for key, source in est.sources.items():
+        console.print(f"  {key}: {source}")
+
+
+def _workload(
+    *,
+    rate: float | None,
+    concurrency: int | None,
+    trace: Path | None,
+    input_tokens: int,
+    output_tokens: int,
+    num_requests: int,
+    seed: int,
+) -> Workload:
+    """The requests of one run; the first tenth are warm-up."""
+    if trace is not None:
+        fmt: TraceFormat = "jsonl" if trace.suffix.lower() in (".jsonl", ".json") else "csv"
+        try:
+            rows = parse_trace(trace.read_text(encoding="utf-8"), fmt, max_rows=TRACE_MAX_ROWS)
+        except TraceError as exc:
+            console.print(f"[red]{trace}: {exc}[/]")
+            raise typer.Exit(code=1) from None
+        return trace_workload(
+            arrival_s=rows.arrival_s,
+            prompt_tokens=rows.input_tokens,
+            output_tokens=rows.output_tokens,
+            warmup_requests=rows.size // 10,
+        )
+    rng = np.random.default_rng(seed)
+    prompt, output = FixedLength(input_tokens), FixedLength(output_tokens)
+    if rate is not None:
+        return open_loop_workload(
+            num_requests=num_requests,
+            rate_per_s=rate,
+            input_tokens=prompt,
+            output_tokens=output,
+            rng=rng,
+            warmup_requests=num_requests // 10,
+        )
+    assert concurrency is not None
+    console.print(f"[yellow]{CLOSED_LOOP_WARNING}[/]")
+    return closed_loop_workload(
+        clients=concurrency,
+        num_requests=num_requests,
+        input_tokens=prompt,
+        output_tokens=output,
+        rng=rng,
+        warmup_requests=num_requests // 10,
+    )
+
+
+def _print_summary(summary: SimulationSummary, title: str) -> None:
+    if summary.stable:
+        table = Table("metric", "mean", "p50", "p95", "p99", title=title)
+        for name, stats in (
+            ("TTFT", summary.ttft_s),
+            ("TPOT", summary.tpot_s),
+            ("ITL", summary.itl_s),
+            ("E2E", summary.e2e_s),
+        ):
+            table.add_row(
+                name,
+                *(f"{getattr(stats, q) * 1e3:,.1f} ms" for q in ("mean", "p50", "p95", "p99")),
+            )
+        console.print(table)
+    else:
+        console.print(
+            "[yellow]unstable: latency percentiles depend on the run length and are withheld[/]"
+        )
+    verdict = "stable" if summary.stable else f"UNSTABLE ({summary.stability_reason})"
+    console.print(
+        f"{summary.throughput_requests_per_s:.2f} requests/s, "
+        f"{summary.throughput_output_tokens_per_s:,.0f} output tokens/s; completed "
+        f"{summary.completed}/{summary.measured}, timed out {summary.timed_out}, rejected "
+        f"{summary.rejected}, preemptions {summary.preemptions}; {verdict}"
+    )
+
+
+@app.command()
+def simulate(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
+    rate: Annotated[
+        float | None,
+        typer.Option(min=1e-6, max=1e6, help="Open loop: Poisson arrivals per second."),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, max=100_000, help="Closed loop: concurrent clients.")
+    ] = None,
+    input_tokens: Annotated[int, typer.Option(min=1, max=2**24)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1, max=2**24)] = 256,
+    num_requests: Annotated[int, typer.Option(min=10, max=50_000)] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+    tp: Tp = 1,
+    dp: Dp = 1,
+    expert_parallel: ExpertParallel = False,
+    max_model_len: Annotated[int | None, typer.Option()] = None,
+    max_num_batched_tokens: Budget = None,
+    engine_name: Annotated[
+        str, typer.Option("--engine", help="vllm, sglang or trtllm (its own scheduler)")
+    ] = "vllm",
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="Replay a trace file: Mooncake JSONL (.jsonl) or CSV with arrival_s/timestamp, "
+            "input_tokens, output_tokens.",
+        ),
+    ] = None,
+) -> None:
+    """Simulate one engine replica request by request (continuous batching, paged KV).
+
+    Exits 2 when the engine could not serve the run as asked (a request over max_model_len or
+    over a whole-prompt scheduler's budget, too many prefill steps)."""
+    if (rate is None) + (concurrency is None) + (trace is None) != 2:
+        console.print(
+            "[red]give exactly one of --rate (open loop), --concurrency (closed) or --trace[/]"
+        )
+        raise typer.Exit(code=1)
+    deployment = Deployment(
+        engine=engine_name,
+        tensor_parallel_size=tp,
+        data_parallel_size=dp,
+        enable_expert_parallel=expert_parallel,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    replica = compile_or_exit(model, gpu, deployment)
+    workload = _workload(
+        rate=rate,
+        concurrency=concurrency,
+        trace=trace,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        num_requests=num_requests,
+        seed=seed,
+    )
+    console.print(scheduler_line(replica.scheduler), soft_wrap=True, markup=False)
+    with Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("simulate", total=int(workload.prompt_tokens.size))
+
+        def advance(finished: int, total: int) -> None:
+            bar.update(task, completed=finished, total=total)
+
+        try:
+            run = simulate_replica(replica, workload, progress=advance)
+        except ReplicaError as exc:
+            bar.stop()
+            refuse(str(exc), code=2)
+    _print_summary(run.result.summary(), f"{model} on {gpu}")

@@ -1,0 +1,268 @@
+"""``servesize size``: the cheapest deployments that serve a rate within an SLO, ranked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+from rich.table import Table
+
+from servesize.cli.app import app, architecture_or_exit, console, datasheet_gpu, refuse
+from servesize.core.traffic import FixedLength
+
+if TYPE_CHECKING:
+    from servesize.core.sizing import Plan, SearchSpace
+
+__all__ = ["SIZE_WIDE_COLUMNS", "size_command"]
+
+
+def _size_usage_error(message: str) -> NoReturn:
+    """Print ``message`` (no markup, never wrapped) and exit with click's usage-error code."""
+    refuse(message, code=2)
+
+
+def _parse_prices(values: list[str], gpus: Iterable[str]) -> dict[str, float]:
+    """``GPU=USD`` items (per GPU-hour) for GPUs in the search, each at most once."""
+    import math
+
+    known = set(gpus)
+    prices: dict[str, float] = {}
+    for value in values:
+        gpu, sep, text = (part.strip() for part in value.partition("="))
+        if not sep or not gpu or not text:
+            _size_usage_error(
+                f"--price {value!r}: expected GPU=USD per GPU-hour (e.g. h100-sxm=2.5)"
+            )
+        try:
+            price = float(text)
+        except ValueError:
+            _size_usage_error(f"--price {value!r}: {text!r} is not a number")
+        if not (math.isfinite(price) and price > 0):
+            _size_usage_error(f"--price {value!r}: the price must be > 0 per GPU-hour")
+        if gpu not in known:
+            _size_usage_error(
+                f"--price {value!r}: {gpu!r} is not among the GPUs searched "
+                f"({', '.join(sorted(known))})"
+            )
+        if gpu in prices:
+            _size_usage_error(f"--price: {gpu!r} is given twice")
+        prices[gpu] = price
+    return prices
+
+
+def _ms(value: float) -> str:
+    ms = value * 1e3
+    if ms == float("inf"):
+        return "inf"
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.1f} ms"
+
+
+SIZE_WIDE_COLUMNS = 120
+"""Below this terminal width ``servesize size`` prints its compact plan table."""
+
+
+def _plan_table(plans: Sequence[Plan], space: SearchSpace, *, narrow: bool) -> Table:
+    """The ranked plans. Numbers never wrap or shorten (each column is at least as wide as its
+    widest entry); at narrow widths the table drops its borders, folds the plan label and puts
+    utilization and the binding constraint under it."""
+    from rich import box
+
+    multi_engine = len(space.engines) > 1
+    rows: list[list[str]] = []
+    labels: list[str] = []
+    for rank, plan in enumerate(plans, 1):
+        predicted = plan.simulation or plan.tier_a
+        gpus = (
+            f"({plan.prefill_replicas}P+{plan.decode_replicas}D)×{plan.gpus_per_replica}"
+            if plan.prefill_replicas is not None
+            else f"{plan.replicas}×{plan.gpus_per_replica}"
+        )
+        cost, per_token = plan.cost_per_hour, plan.cost_per_million_output_tokens
+        label = plan.candidate.brief(engine=multi_engine)
+        util = f"{plan.utilization:.0%}"
+        labels.append(f"{label}\n{util}, {plan.binding}" if narrow else label)
+        row = [
+            str(rank),
+            gpus,
+            f"{cost:,.2f}" if cost is not None else "no price",
+            f"{per_token:,.3f}" if per_token is not None else "-",
+            _ms(predicted.ttft_p95_s) if predicted else "-",
+            _ms(predicted.tpot_p95_s) if predicted else "-",
+        ]
+        if not narrow:
+            row += [util, plan.binding]
+        rows.append([*row, "sim" if plan.verified else "tier A"])
+    names = ["#", "GPUs", "$/hour", "$/M tok", "TTFT p95", "TPOT p95"]
+    names += ["by"] if narrow else ["util", "binding", "by"]
+    title = f"plans, cheapest first (max_model_len {space.max_model_len[0]})"
+    if narrow:
+        table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, title=title)
+    else:
+        table = Table(title=title)
+    widths = [max(len(name), *(len(row[i]) for row in rows)) for i, name in enumerate(names)]
+    for i, (name, width) in enumerate(zip(names, widths, strict=True)):
+        if i == 1:
+            heading = "plan (util, binding)" if narrow else "plan"
+            table.add_column(heading, overflow="fold", min_width=10)
+        table.add_column(
+            name,
+            no_wrap=True,
+            min_width=width,
+            justify="left" if name in ("#", "binding", "by") else "right",
+        )
+    for label, row in zip(labels, rows, strict=True):
+        table.add_row(row[0], label, *row[1:])
+    return table
+
+
+@app.command("size")
+def size_command(
+    model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
+    rate: Annotated[float, typer.Option(help="Target load: Poisson arrivals per second.")],
+    slo: Annotated[
+        str,
+        typer.Option(
+            help="Targets separated by commas, e.g. ttft_p95=1s,tpot_p95=50ms,"
+            "max_failure_rate=0.01: <metric>_<stat>=<duration> with metric ttft, itl, tpot or "
+            "e2e, stat mean, p50, p90, p95 or p99, unit s, ms or us."
+        ),
+    ],
+    gpu: Annotated[
+        list[str] | None,
+        typer.Option("--gpu", help="Datasheet profile to consider; repeat (default: all)."),
+    ] = None,
+    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    price: Annotated[
+        list[str] | None,
+        typer.Option("--price", help="GPU=USD per GPU-hour, e.g. h100-sxm=2.5; repeat."),
+    ] = None,
+    headroom: Annotated[
+        float, typer.Option(help="Plan each replica at this fraction of its Tier A capacity.")
+    ] = 0.85,
+    max_gpus: Annotated[
+        int | None, typer.Option(min=1, help="Most GPUs a plan may use in total.")
+    ] = None,
+    disaggregation: Annotated[
+        bool, typer.Option("--disaggregation", help="Also size prefill/decode pool pairs.")
+    ] = False,
+    tp: Annotated[
+        list[int] | None,
+        typer.Option("--tp", min=1, help="Allowed tensor_parallel_size; repeat (default 1 2 4 8)."),
+    ] = None,
+    engine: Annotated[
+        list[str] | None, typer.Option("--engine", help="vllm, sglang or trtllm; repeat.")
+    ] = None,
+    verify_top: Annotated[
+        int, typer.Option(min=0, help="Plans to verify by simulating every replica.")
+    ] = 3,
+) -> None:
+    """The cheapest deployments that serve --rate within --slo, ranked, from the datasheet GPUs."""
+    import shlex
+    from collections import Counter
+
+    from servesize.calibration import load_measured_profile
+    from servesize.core.hardware import datasheet_spec
+    from servesize.core.sizing import (
+        SearchSpace,
+        SizingTooLargeError,
+        SizingTraffic,
+        sglang_args,
+        size,
+        vllm_args,
+    )
+    from servesize.core.sizing.defaults import default_max_model_len
+    from servesize.core.sizing.explain import explain
+    from servesize.core.sizing.slo_text import parse_slo
+    from servesize.db.seed import datasheet_entries
+
+    try:
+        objective = parse_slo(slo)
+    except ValueError as exc:
+        _size_usage_error(f"--slo: {exc}")
+    if not rate > 0 or rate == float("inf"):
+        _size_usage_error(f"--rate must be a finite number > 0, got {rate:g}")
+    if not 0 < headroom <= 1:
+        _size_usage_error(f"--headroom must be in (0, 1], got {headroom:g}")
+    arch = architecture_or_exit(model)
+    if gpu:
+        hardware = tuple(datasheet_gpu(g) for g in dict.fromkeys(gpu))
+    else:
+        hardware = tuple(datasheet_spec(e) for e in datasheet_entries())
+    prices = _parse_prices(price or [], (h.id for h in hardware))
+    measured = (
+        {"h100-sxm": load_measured_profile()} if any(h.id == "h100-sxm" for h in hardware) else {}
+    )
+    try:
+        space = SearchSpace(
+            hardware=hardware,
+            engines=tuple(dict.fromkeys(engine or ["vllm"])),
+            tensor_parallel=tuple(dict.fromkeys(tp or [1, 2, 4, 8])),
+            max_model_len=(default_max_model_len(input_tokens, output_tokens),),
+            disaggregation=disaggregation,
+            max_gpus=max_gpus,
+        )
+        traffic = SizingTraffic(
+            rate_per_s=rate,
+            input_tokens=FixedLength(input_tokens),
+            output_tokens=FixedLength(output_tokens),
+        )
+    except ValueError as exc:
+        _size_usage_error(str(exc))
+    with console.status(f"sizing {model} for {rate:g} requests/s ..."):
+        try:
+            result = size(
+                arch,
+                model_name=model,
+                space=space,
+                traffic=traffic,
+                objective=objective,
+                prices=prices,
+                measured=measured,
+                headroom=headroom,
+                verify_top=verify_top,
+            )
+        except SizingTooLargeError as exc:
+            _size_usage_error(str(exc))
+    console.print(
+        f"{model} at {result.target_rate_per_s:g} requests/s ({input_tokens} in, "
+        f"{output_tokens} out), headroom {result.headroom:g}: {result.plans_found} plans from "
+        f"{result.candidates_evaluated} candidates, {result.simulations} simulations, "
+        f"{result.elapsed_s:.1f} s",
+        soft_wrap=True,
+    )
+    if result.plans:
+        console.print(_plan_table(result.plans, space, narrow=console.width < SIZE_WIDE_COLUMNS))
+        best = result.plans[0]
+        res = best.memory.deployment
+        if best.prefill_replicas is not None:
+            launches = [
+                ("prefill", vllm_args(model, res, role="prefill")),
+                ("decode", vllm_args(model, res, role="decode")),
+            ]
+        else:
+            launches = [("vllm", vllm_args(model, res)), ("sglang", sglang_args(model, res))]
+        for name, args in launches:
+            console.print(f"#1 {name}: {shlex.join(args)}", soft_wrap=True, markup=False)
+        for note in best.notes:
+            console.print(f"#1 note: {note}", soft_wrap=True, markup=False)
+    if result.rejected:
+        console.print(
+            f"rejected {len(result.rejected)} of {result.candidates_evaluated} candidates:",
+            soft_wrap=True,
+        )
+        counts = Counter(r.reason for r in result.rejected)
+        for reason, count in counts.items():
+            example = next(r for r in result.rejected if r.reason == reason)
+            console.print(
+                f"  {reason}: {count}, e.g. {example.candidate.label}: {example.detail}",
+                soft_wrap=True,
+                markup=False,
+            )
+    for warning in result.warnings:
+        console.print(f"warning: {warning}", style="yellow", soft_wrap=True, markup=False)
+    console.print(explain(result), soft_wrap=True, markup=False)
+    if not result.plans:
+        console.print("[red]no candidate meets the SLO at this rate[/]")
+        raise typer.Exit(code=1)
