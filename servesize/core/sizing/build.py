@@ -1,42 +1,42 @@
-"""The per-candidate build: a candidate's memory plan, its step-time model with the plan's
-scheduler limits, the simulated scheduler and the KV transfer between disaggregated pools.
+"""The per-candidate build: a candidate's memory plan, then its compiled replica (step-time
+model with the plan's scheduler limits, simulated scheduler, KV transfer between disaggregated
+pools) through :func:`~servesize.core.replica.replica_from_plan`, the one path every caller
+takes.
 
 :func:`plan_candidate` prunes what cannot run before any model is built (over the GPU limit,
 expert parallelism on a dense model, a deployment the engine refuses, a context shorter than
 the longest request, weights that do not fit), each with its reason. The step-time model of
-one layout is shared by every knob setting of it (:class:`StepModelCache`); a builder raises
+one layout is shared by every knob setting of it
+(:class:`~servesize.core.replica.StepModelCache`); a builder raises
 :class:`~servesize.core.errors.UnsupportedDeploymentError` for a deployment it cannot run, and
-any other error propagates as the bug it is.
+any other error propagates as the bug it is. A profile without interconnect bandwidth has its
+KV transfer costed over PCIe, explicitly (:func:`kv_link`), and the plan says so
+(:func:`kv_link_notes`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment, InvalidDeploymentError, MemoryPlan, plan_memory
-from servesize.core.simulation import KVTransfer, SchedulerConfig, engine_scheduler
+from servesize.core.replica import KVLink, Replica, StepModelCache, replica_from_plan
 from servesize.core.sizing.inputs import SizingInputs
 from servesize.core.sizing.result import Rejection
 from servesize.core.sizing.space import Candidate
-from servesize.core.steptime import StepTimeModel, build_step_model, engine_profile
+from servesize.core.steptime.model import PCIE_LINK_BYTES_PER_S
 
 __all__ = [
     "KV_TRANSFER_LATENCY_S",
-    "PCIE_BANDWIDTH_BYTES_PER_S",
-    "StepModelCache",
+    "assumes_pcie",
+    "compile_candidate",
     "deployment_of",
-    "kv_transfer",
+    "kv_link",
+    "kv_link_notes",
     "plan_candidate",
-    "scheduler_config",
 ]
 
 KV_TRANSFER_LATENCY_S = 1e-3
 """Fixed cost per KV transfer (connection set-up, first byte): an assumption, not a
 measurement."""
-PCIE_BANDWIDTH_BYTES_PER_S = 25e9
-"""PCIe 4.0 x16 moves about 25 GB/s each way in practice (32 GB/s raw); used when a profile
-has no interconnect bandwidth."""
 
 
 def deployment_of(c: Candidate) -> Deployment:
@@ -99,100 +99,52 @@ def plan_candidate(inputs: SizingInputs, c: Candidate, *, is_moe: bool) -> Memor
     return memory
 
 
-_LayoutKey = tuple[str, str, int, int, int, int, str, bool]
-"""Hardware id, engine, TP, PP, DP, EP, KV element dtype, eager: what the base model depends
-on besides the sizing's inputs."""
-
-
-def _layout_key(hardware_id: str, memory: MemoryPlan) -> _LayoutKey:
-    res = memory.deployment
-    return (
-        hardware_id,
-        res.engine,
-        res.tensor_parallel_size,
-        res.pipeline_parallel_size,
-        res.data_parallel_size,
-        res.expert_parallel_size,
-        res.kv_cache.element_dtype,
-        res.enforce_eager,
-    )
-
-
-def _base_step_model(inputs: SizingInputs, hardware_id: str, memory: MemoryPlan) -> StepTimeModel:
-    """The step-time model of the plan's layout, with the engine's default scheduler limits."""
-    res = memory.deployment
-    return build_step_model(
-        inputs.arch,
-        inputs.hardware[hardware_id],
-        engine=engine_profile(res.engine, calibrated=inputs.calibrated),
-        tensor_parallel_size=res.tensor_parallel_size,
-        pipeline_parallel_size=res.pipeline_parallel_size,
-        data_parallel_size=res.data_parallel_size,
-        expert_parallel_size=res.expert_parallel_size,
-        kv_dtype=res.kv_cache.element_dtype,
-        cuda_graphs=not res.enforce_eager,
-        measured=inputs.measured.get(hardware_id),
-        calibrated=inputs.calibrated,
-    )
-
-
-def _with_scheduler_limits(base: StepTimeModel, memory: MemoryPlan) -> StepTimeModel:
-    """``base`` with the plan's token budget and sequence limit (the KV blocks when unset)."""
-    res = memory.deployment
-    seqs = res.max_num_seqs if res.max_num_seqs is not None else max(memory.kv_blocks, 1)
-    profile = replace(
-        base.engine, max_num_batched_tokens=res.max_num_batched_tokens, max_num_seqs=seqs
-    )
-    return replace(base, engine=profile)
-
-
-@dataclass(slots=True)
-class StepModelCache:
-    """Base step-time models by layout, built once per sizing and shared by every knob setting
-    of one layout. It is an accumulator: :meth:`get_or_build` adds what it builds."""
-
-    inputs: SizingInputs
-    _base_models: dict[_LayoutKey, StepTimeModel] = field(default_factory=dict)
-
-    def get_or_build(self, c: Candidate, memory: MemoryPlan) -> StepTimeModel:
-        """The step-time model of ``c`` with the plan's scheduler limits, building (and keeping)
-        its layout's base model on first use.
-
-        Raises :class:`~servesize.core.errors.UnsupportedDeploymentError` when the layout
-        cannot run on the hardware."""
-        key = _layout_key(c.hardware_id, memory)
-        base = self._base_models.get(key)
-        if base is None:
-            base = _base_step_model(self.inputs, c.hardware_id, memory)
-            self._base_models[key] = base
-        return _with_scheduler_limits(base, memory)
-
-
-def scheduler_config(memory: MemoryPlan) -> SchedulerConfig:
-    """The simulated replica: one engine stands for the DP group, limits and blocks pooled."""
-    res = memory.deployment
-    dp = res.data_parallel_size
-    seqs = res.max_num_seqs if res.max_num_seqs is not None else memory.kv_blocks
-    return SchedulerConfig(
-        max_num_batched_tokens=res.max_num_batched_tokens * dp,
-        max_num_seqs=max(seqs, 1) * dp,
-        block_size_tokens=memory.kv_block_size,
-        num_kv_blocks=max(memory.kv_blocks, 1) * dp,
-        policy=engine_scheduler(res.engine),
-    )
-
-
-def kv_transfer(hardware: HardwareSpec, memory: MemoryPlan) -> KVTransfer:
-    """The prefill-to-decode KV transfer ``latency + P·kv_bytes/bandwidth`` over the hardware
-    interconnect (PCIe when the profile gives no bandwidth)."""
-    link = hardware.interconnect
-    bandwidth = (
-        float(link.bandwidth_bytes_per_s)
-        if link is not None and link.bandwidth_bytes_per_s
-        else PCIE_BANDWIDTH_BYTES_PER_S
-    )
-    return KVTransfer(
+def kv_link(hardware: HardwareSpec) -> KVLink:
+    """The KV hand-off of a disaggregated candidate: :data:`KV_TRANSFER_LATENCY_S`, over the
+    profile's interconnect, or over PCIe (:data:`PCIE_LINK_BYTES_PER_S`, said so explicitly)
+    when the profile gives no bandwidth (:func:`assumes_pcie`)."""
+    return KVLink(
         latency_s=KV_TRANSFER_LATENCY_S,
-        bandwidth_bytes_per_s=bandwidth,
-        kv_bytes_per_token=float(memory.kv_bytes_per_token_per_gpu),
+        bandwidth_bytes_per_s=PCIE_LINK_BYTES_PER_S if assumes_pcie(hardware) else None,
+    )
+
+
+def assumes_pcie(hardware: HardwareSpec) -> bool:
+    """True when the profile gives no interconnect bandwidth, so the KV transfer between pools
+    is costed over PCIe."""
+    link = hardware.interconnect
+    return link is None or not link.bandwidth_bytes_per_s
+
+
+def kv_link_notes(hardware: HardwareSpec) -> tuple[str, ...]:
+    """What a disaggregated plan on ``hardware`` says about its KV link: the PCIe assumption
+    when :func:`assumes_pcie`, else nothing."""
+    if not assumes_pcie(hardware):
+        return ()
+    return (
+        f"KV transfer between the pools costed over PCIe at {PCIE_LINK_BYTES_PER_S / 1e9:g} GB/s "
+        f"per direction: the {hardware.name} profile gives no interconnect bandwidth",
+    )
+
+
+def compile_candidate(
+    inputs: SizingInputs, c: Candidate, memory: MemoryPlan, step_models: StepModelCache
+) -> Replica:
+    """The replica of ``c`` from its memory plan
+    (:func:`~servesize.core.replica.replica_from_plan`): the step-time model with the plan's
+    scheduler limits (weights in FP8 when the checkpoint is quantized online), the engine's
+    own scheduler and, for P/D, the KV link of :func:`kv_link`. ``step_models`` is the
+    sizing's accumulator of compiled models, shared by every knob setting of one layout.
+
+    Raises :class:`~servesize.core.errors.UnsupportedDeploymentError` when the layout cannot
+    run on the hardware; any other error is a bug and propagates."""
+    hardware = inputs.hardware[c.hardware_id]
+    return replica_from_plan(
+        inputs.arch,
+        hardware,
+        memory,
+        inputs.measured.get(c.hardware_id),
+        calibrated=inputs.calibrated,
+        kv_link=kv_link(hardware) if c.kind == "disaggregated" else None,
+        step_models=step_models,
     )

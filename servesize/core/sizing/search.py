@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 from servesize.core.architecture import Architecture, summarize
 from servesize.core.errors import UnsupportedDeploymentError
-from servesize.core.sizing.build import StepModelCache, plan_candidate
+from servesize.core.replica import StepModelCache
+from servesize.core.sizing.build import compile_candidate, plan_candidate
 from servesize.core.sizing.inputs import DEFAULT_HEADROOM, SizingInputs, SizingTraffic
 from servesize.core.sizing.rank import ranked, unpriced_warning
 from servesize.core.sizing.result import Plan, Rejection, SizingResult
@@ -82,7 +83,7 @@ def _screen_space(
     rejected: list[Rejection] = []
     evaluated = 0
     passed_zero_load = 0
-    models = StepModelCache(inputs)
+    step_models = StepModelCache()
     is_moe = summarize(inputs.arch).num_experts > 0
     for c in enumerate_candidates(space):
         evaluated += 1
@@ -91,14 +92,14 @@ def _screen_space(
             rejected.append(memory)
             continue
         try:
-            model = models.get_or_build(c, memory)
+            replica = compile_candidate(inputs, c, memory, step_models)
         except UnsupportedDeploymentError as exc:
             rejected.append(Rejection(candidate=c, reason="unsupported", detail=str(exc)))
             continue
         outcome = (
-            screen_disaggregated(inputs, c, memory, model)
+            screen_disaggregated(inputs, c, replica)
             if c.kind == "disaggregated"
-            else screen_aggregated(inputs, c, memory, model, targets)
+            else screen_aggregated(inputs, c, replica, targets)
         )
         if isinstance(outcome, Rejection):
             rejected.append(outcome)

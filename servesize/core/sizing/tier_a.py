@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from servesize.core.memory import MemoryPlan
-from servesize.core.simulation import KVTransfer
-from servesize.core.sizing.build import kv_transfer
+from servesize.core.replica import Replica
+from servesize.core.sizing.build import kv_link_notes
 from servesize.core.sizing.inputs import SizingInputs
 from servesize.core.sizing.result import Plan, Predicted, Rejection
 from servesize.core.sizing.screen import (
@@ -31,7 +30,7 @@ from servesize.core.sizing.screen import (
     target_curves,
 )
 from servesize.core.sizing.space import Candidate
-from servesize.core.steptime import StepTimeModel, StepWork
+from servesize.core.steptime import StepWork
 from servesize.core.steptime.openloop import OpenLoopCurve, open_loop_curve
 
 __all__ = [
@@ -72,14 +71,13 @@ class DecodeCurve:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Screened:
-    """What one plan was screened on: its step-time model (with the plan's scheduler limits),
-    the Tier A curve of a replica (of a prefill replica for P/D), and for P/D the decode curve
-    and the KV transfer."""
+    """What one plan was screened on: its compiled replica (memory plan, step-time model with
+    the plan's scheduler limits, scheduler, KV transfer for P/D), the Tier A curve of a replica
+    (of a prefill replica for P/D) and, for P/D, the decode curve."""
 
-    model: StepTimeModel
+    replica: Replica
     curve: OpenLoopCurve
     decode: DecodeCurve | None = None
-    transfer: KVTransfer | None = None
 
 
 def _describe_misses(misses: tuple[Miss, ...]) -> str:
@@ -138,12 +136,12 @@ def _tier_a_metrics(
 def screen_aggregated(
     inputs: SizingInputs,
     c: Candidate,
-    memory: MemoryPlan,
-    model: StepTimeModel,
+    replica: Replica,
     targets: list[TargetCurve],
 ) -> tuple[Plan, Screened] | Rejection:
     """Screen an aggregated candidate: ``λ*`` on its Tier A curve, then the replicas the target
     needs; rejected when it misses a target even idle or needs more GPUs than allowed."""
+    memory, model = replica.memory, replica.step_model
     curve = open_loop_curve(
         model,
         input_tokens=inputs.input_tokens,
@@ -187,15 +185,16 @@ def screen_aggregated(
         price_per_gpu_hour=inputs.prices.get(c.hardware_id),
         target_output_tokens_per_s=inputs.target_rate_per_s * inputs.output_tokens,
     )
-    return plan, Screened(model=model, curve=curve)
+    return plan, Screened(replica=replica, curve=curve)
 
 
 def _decode_curve(
-    inputs: SizingInputs, model: StepTimeModel, memory: MemoryPlan, points: int = 96
+    inputs: SizingInputs, replica: Replica, points: int = 96
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Decode pool of one replica: rate ``X(L) = L / ((n − 1)·τ_dec(L))`` and ``τ_dec(L)`` for
     ``L`` resident decodes at context ``P + n/2``, up to the residency cap."""
     p, n = inputs.input_tokens, inputs.output_tokens
+    memory, model = replica.memory, replica.step_model
     seqs = float(model.engine.max_num_seqs * model.inventory.data_parallel_size)
     cap = max(min(seqs, math.floor(memory.kv_capacity_tokens / (p + n / 2))), 1.0)
     resident = np.geomspace(min(1e-3, cap / 2), cap, points)
@@ -206,7 +205,7 @@ def _decode_curve(
 
 
 def screen_disaggregated(
-    inputs: SizingInputs, c: Candidate, memory: MemoryPlan, model: StepTimeModel
+    inputs: SizingInputs, c: Candidate, replica: Replica
 ) -> tuple[Plan, Screened] | Rejection:
     """Screen a disaggregated candidate: the prefill pool on the TTFT targets, the decode pool
     on TPOT/ITL, both scaled down together until E2E and attainment hold; rejected when a pool
@@ -218,7 +217,8 @@ def screen_disaggregated(
             reason="unsupported",
             detail="disaggregation needs at least two output tokens per request",
         )
-    transfer = kv_transfer(inputs.hardware[c.hardware_id], memory)
+    memory, model, transfer = replica.memory, replica.step_model, replica.kv_transfer
+    assert transfer is not None, "a disaggregated candidate is compiled with a KV link"
     xfer_s = float(transfer.transfer_time_s(np.array([round(inputs.input_tokens)]))[0])
     prefill = open_loop_curve(
         model,
@@ -237,7 +237,7 @@ def screen_disaggregated(
             miss=max(m.relative_miss for m in p_screen.misses) if p_screen.misses else None,
             zero_load=p_screen.zero_load,
         )
-    d_rate, d_step, d_sat = _decode_curve(inputs, model, memory)
+    d_rate, d_step, d_sat = _decode_curve(inputs, replica)
     # TPOT = (E2E − TTFT)/(n − 1) also carries the transfer; ITL gaps are decode steps.
     tpot = d_step + xfer_s / (n - 1)
     d_max, binding_d = UTILIZATION_CAP * d_sat, SATURATION
@@ -317,13 +317,11 @@ def screen_disaggregated(
         binding=p_screen.binding if p_load / p_max >= d_load / d_max else binding_d,
         kv_transfer_s=xfer_s,
         price_per_gpu_hour=inputs.prices.get(c.hardware_id),
+        notes=kv_link_notes(inputs.hardware[c.hardware_id]),
         target_output_tokens_per_s=inputs.target_rate_per_s * n,
     )
     screened = Screened(
-        model=model,
-        curve=prefill,
-        decode=DecodeCurve(rate_per_s=d_rate, tpot_s=tpot),
-        transfer=transfer,
+        replica=replica, curve=prefill, decode=DecodeCurve(rate_per_s=d_rate, tpot_s=tpot)
     )
     return plan, screened
 

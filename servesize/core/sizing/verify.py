@@ -31,22 +31,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from servesize.core.simulation import (
-    ClientOverheads,
-    SimulationResult,
-    SimulationSummary,
-    simulate,
-    simulate_disaggregated,
-    whole_prompt_overflow,
-)
-from servesize.core.simulation.adapters import steptime_adapter
-from servesize.core.sizing.build import scheduler_config
+from servesize.core.replica import DisaggregatedPools, RequestTooLongError, simulate_replica
+from servesize.core.simulation import SimulationResult, SimulationSummary, whole_prompt_overflow
+from servesize.core.sizing.build import kv_link
 from servesize.core.sizing.inputs import SizingInputs
 from servesize.core.sizing.rank import rank_key
 from servesize.core.sizing.result import Plan, Predicted, Rejection, VerificationMode
 from servesize.core.sizing.tier_a import Screened, residence_s
 from servesize.core.slo.evaluate import SloEvaluation, evaluate_result
-from servesize.core.steptime import simulator_constants
 from servesize.core.traffic import ArrivalProcess, open_loop_workload
 
 __all__ = [
@@ -83,7 +75,7 @@ MAX_SIMULATED_WORK = 40_000
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyInputs:
     """What verification reads: the sizing's inputs and, by candidate label, what each plan was
-    screened on (its step-time model, Tier A curves and KV transfer)."""
+    screened on (its compiled replica and Tier A curves)."""
 
     sizing: SizingInputs
     screened: Mapping[str, Screened]
@@ -239,11 +231,15 @@ CHUNKED_PREFILL_NOTE = (
 def _simulate(
     ctx: VerifyInputs, plan: Plan, run: _Run
 ) -> tuple[SimulationResult, SimulationSummary, SloEvaluation, bool]:
-    """Simulate ``run`` of ``plan``; the flag says whether chunked prefill had to be turned on
-    (requests longer than one rank's budget under an engine that runs prompts whole)."""
-    screened = ctx.screened[plan.candidate.label]
-    memory = plan.memory
-    model = screened.model
+    """Simulate ``run`` of ``plan`` on its compiled replica
+    (:func:`~servesize.core.replica.simulate_replica`, least-loaded routing); the flag says
+    whether chunked prefill had to be turned on (requests longer than one rank's budget under
+    an engine that runs prompts whole: compiled with ``chunked_prefill=True``, as TensorRT-LLM's
+    ``enable_chunked_prefill`` needs to serve them).
+
+    Raises :class:`~servesize.core.replica.RequestTooLongError` when a drawn request exceeds
+    the plan's ``max_model_len`` (only possible for unbounded length distributions)."""
+    replica = ctx.screened[plan.candidate.label].replica
     traffic = ctx.sizing.traffic
     process, cv = _thinned_arrivals(traffic.process, traffic.cv, run.kept_fraction)
     workload = open_loop_workload(
@@ -257,46 +253,32 @@ def _simulate(
         timeout_s=traffic.timeout_s,
         warmup_requests=run.warmup_requests,
     )
-    engine = scheduler_config(memory)
-    rank_budget = memory.deployment.max_num_batched_tokens
     chunked = bool(
         whole_prompt_overflow(
-            engine.policy, workload.prompt_tokens, workload.output_tokens, rank_budget
+            replica.scheduler.policy,
+            workload.prompt_tokens,
+            workload.output_tokens,
+            replica.rank_budget_tokens,
         )
     )
     if chunked:
-        # Requests longer than one rank's budget need chunked prefill (TensorRT-LLM's
-        # enable_chunked_prefill); without it the engine would refuse them.
-        engine = replace(engine, policy="vllm_v1")
-    model = model.with_engine(simulator_constants(model.engine))
-    steps = steptime_adapter(model)
-    overheads = ClientOverheads(preprocess_s=model.engine.request_overhead_s)
-    if run.prefill_replicas is not None and run.decode_replicas is not None:
-        assert screened.transfer is not None
-        result = simulate_disaggregated(
-            workload,
-            prefill=engine,
-            decode=engine,
-            prefill_step_time=steps,
-            decode_step_time=steps,
-            transfer=screened.transfer,
+        hardware = ctx.sizing.hardware[plan.candidate.hardware_id]
+        link = kv_link(hardware) if replica.kv_transfer is not None else None
+        replica = replica.configured(chunked_prefill=True, kv_link=link)
+    pools = (
+        DisaggregatedPools(
             prefill_replicas=run.prefill_replicas,
             decode_replicas=run.decode_replicas,
-            prefill_routing="least_loaded",
             decode_routing="least_loaded",
-            overheads=overheads,
         )
-    else:
-        result = simulate(
-            workload,
-            engine,
-            steps,
-            replicas=run.replicas,
-            routing="least_loaded",
-            overheads=overheads,
-        )
-    summary, evaluation = evaluate_result(result, ctx.sizing.objective)
-    return result, summary, evaluation, chunked
+        if run.prefill_replicas is not None and run.decode_replicas is not None
+        else None
+    )
+    simulated = simulate_replica(
+        replica, workload, replicas=run.replicas, routing="least_loaded", pools=pools
+    )
+    summary, evaluation = evaluate_result(simulated.result, ctx.sizing.objective)
+    return simulated.result, summary, evaluation, chunked
 
 
 def _simulated(summary: SimulationSummary, evaluation: SloEvaluation, scale: float) -> Predicted:
@@ -359,7 +341,7 @@ def _verify_one(
     left to Tier A with a note (inconclusive run, over the budget), or a rejection; and what
     has been spent once it is done."""
     max_gpus = ctx.sizing.max_gpus
-    notes: list[str] = []
+    notes = list(plan.notes)
     for extra in range(MAX_EXTRA_REPLICAS + 1):
         if extra and max_gpus is not None and plan.total_gpus > max_gpus:
             notes.append(f"{plan.replicas} replicas would exceed max_gpus {max_gpus}")
@@ -368,7 +350,13 @@ def _verify_one(
         if isinstance(run, str):
             # Unverified (with the misses that added replicas, if any): Tier A decides.
             return replace(plan, notes=(*notes, run)), spent
-        _, summary, evaluation, chunked = _simulate(ctx, plan, run)
+        try:
+            _, summary, evaluation, chunked = _simulate(ctx, plan, run)
+        except RequestTooLongError as exc:
+            # An unbounded length distribution drew a request the engine would refuse.
+            return Rejection(
+                candidate=plan.candidate, reason="context-too-short", detail=str(exc)
+            ), spent
         spent = spent.plus(run)
         scale = ctx.sizing.target_rate_per_s / run.rate_per_s
         if chunked and CHUNKED_PREFILL_NOTE not in notes:
