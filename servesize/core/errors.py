@@ -3,6 +3,7 @@
 PlanningError                  expected, explainable outcome (never a bug)
  ├─ InvalidArchitectureError   a config.json lacks fields the math needs, or they disagree
  ├─ InsufficientMemoryError    the weights (or the runtime) do not fit on the GPU(s)
+ ├─ UnsupportedDeploymentError  valid as written, but the step-time model cannot run it there
  ├─ UnstableQueueError         offered load >= capacity (rho >= 1); no steady state
  └─ NoFeasiblePlanError        the search ran, and no candidate meets the SLO
 
@@ -44,6 +45,15 @@ class InvalidArchitectureError(PlanningError, ValueError):
 
 class InsufficientMemoryError(PlanningError):
     """The deployment does not fit in the memory available."""
+
+
+class UnsupportedDeploymentError(PlanningError, ValueError):
+    """A deployment that is valid as written but that the step-time model cannot run on this
+    hardware (e.g. a GPU with no 16- or 32-bit dense peak for the operators to fall back to).
+
+    Sizing turns it into an ``unsupported`` rejection of the candidate; any other error a
+    builder raises is a bug and propagates.
+    """
 
 
 class UnstableQueueError(PlanningError, ValueError):

@@ -14,6 +14,16 @@ modeling.md §3.11).
 """
 
 from servesize.core.sizing.engine_args import sglang_args, vllm_args
+from servesize.core.sizing.inputs import DEFAULT_HEADROOM, SizingTraffic
+from servesize.core.sizing.result import (
+    Plan,
+    Predicted,
+    Rejection,
+    SizingResult,
+    VerificationMode,
+    ZeroLoadBest,
+    zero_load_infeasibility,
+)
 from servesize.core.sizing.screen import (
     UTILIZATION_CAP,
     Miss,
@@ -22,24 +32,10 @@ from servesize.core.sizing.screen import (
     screen_curve,
     target_curves,
 )
-from servesize.core.sizing.search import (
-    DEFAULT_HEADROOM,
-    FLEET_MAX_REPLICAS,
-    MAX_CANDIDATES,
-    MAX_EXTRA_REPLICAS,
-    Plan,
-    Predicted,
-    Rejection,
-    SizingResult,
-    SizingTooLargeError,
-    SizingTraffic,
-    VerificationMode,
-    ZeroLoadBest,
-    replicas_needed,
-    size,
-    zero_load_infeasibility,
-)
+from servesize.core.sizing.search import MAX_CANDIDATES, SizingTooLargeError, size
 from servesize.core.sizing.space import Candidate, CandidateKind, SearchSpace, enumerate_candidates
+from servesize.core.sizing.tier_a import replicas_needed
+from servesize.core.sizing.verify import FLEET_MAX_REPLICAS, MAX_EXTRA_REPLICAS
 
 __all__ = [
     "DEFAULT_HEADROOM",

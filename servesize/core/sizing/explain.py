@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from servesize.core.sizing.search import Plan, Rejection, SizingResult
+from servesize.core.sizing.result import Plan, Rejection, SizingResult
 
 __all__ = ["explain"]
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from servesize.core.architecture import Architecture, AttentionKind
 from servesize.core.dtypes import canonical_dtype
+from servesize.core.errors import UnsupportedDeploymentError
 from servesize.core.hardware import HardwareSpec
 from servesize.core.steptime._arrays import FloatArray, StrArray
 from servesize.core.steptime.attention import (
@@ -144,7 +145,9 @@ def _resolve_compute_dtype(dtype: str, hardware: HardwareSpec) -> str:
     for candidate in (dtype, "bf16", "fp16", "fp32"):
         if hardware.peak_flop_per_s(candidate):
             return candidate
-    raise ValueError(f"{hardware.name} has no dense peak for {dtype} or any 16/32-bit dtype")
+    raise UnsupportedDeploymentError(
+        f"{hardware.name} has no dense peak for {dtype} or any 16/32-bit dtype"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

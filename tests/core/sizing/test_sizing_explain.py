@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from servesize.core.sizing.explain import explain
-from servesize.core.sizing.search import Plan, Rejection, SizingResult
+from servesize.core.sizing.result import Plan, Rejection, SizingResult
 from servesize.core.sizing.space import Candidate
 
 

@@ -21,14 +21,10 @@ from servesize.core.sizing import (
     size,
     zero_load_infeasibility,
 )
-from servesize.core.sizing import search as search_module
+from servesize.core.sizing import verify as verify_module
+from servesize.core.sizing.result import Rejection, SizingResult
 from servesize.core.sizing.screen import Miss
-from servesize.core.sizing.search import (
-    CHUNKED_PREFILL_NOTE,
-    Rejection,
-    SizingResult,
-    _thinned_arrivals,
-)
+from servesize.core.sizing.verify import CHUNKED_PREFILL_NOTE, _thinned_arrivals
 from servesize.core.slo import LatencyTarget, ServiceLevelObjective
 from servesize.core.slo.evaluate import SloEvaluation, make_check
 from servesize.core.traffic import FixedLength, open_loop_workload, unit_rate_arrival_times
@@ -196,7 +192,7 @@ def test_an_inconclusive_run_keeps_the_plan_with_a_note(monkeypatch: pytest.Monk
         stable=False, stability_conclusive=False, stability_reason="the window is too short"
     )
     monkeypatch.setattr(
-        search_module, "_simulate", lambda ctx, plan, run: (None, summary, evaluation, False)
+        verify_module, "_simulate", lambda ctx, plan, run: (None, summary, evaluation, False)
     )
     result = _size(_h100(), _traffic(20.0))
     best = result.plans[0]
@@ -207,7 +203,7 @@ def test_an_inconclusive_run_keeps_the_plan_with_a_note(monkeypatch: pytest.Monk
     assert not [r for r in result.rejected if r.reason == "verification-failed"]
     # A conclusive instability still rejects the plan (after the extra replicas).
     monkeypatch.setattr(
-        search_module,
+        verify_module,
         "_simulate",
         lambda ctx, plan, run: (
             None,

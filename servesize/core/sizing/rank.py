@@ -1,0 +1,33 @@
+"""Ranking plans: by ``cost_per_hour = replicas × GPUs per replica × price`` (unpriced plans
+last), ties to fewer GPUs, then to more spare capacity (lower utilization)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from servesize.core.sizing.result import Plan
+
+__all__ = ["rank_key", "ranked", "unpriced_warning"]
+
+
+def rank_key(plan: Plan) -> tuple[int, float, int, float]:
+    """Sort key: unpriced last, then cost per hour, total GPUs, utilization."""
+    cost = plan.cost_per_hour
+    return (cost is None, cost if cost is not None else 0.0, plan.total_gpus, plan.utilization)
+
+
+def ranked(plans: Iterable[Plan]) -> tuple[Plan, ...]:
+    """``plans`` in rank order (stable: equal keys keep their order)."""
+    return tuple(sorted(plans, key=rank_key))
+
+
+def unpriced_warning(plans: Iterable[Plan]) -> str | None:
+    """The warning that plans without a price are ranked last, naming their hardware; ``None``
+    when every plan is priced."""
+    unpriced = sorted({p.candidate.hardware_id for p in plans if p.price_per_gpu_hour is None})
+    if not unpriced:
+        return None
+    return (
+        f"no price for {', '.join(unpriced)}: those plans are ranked after the priced ones "
+        "(give prices per GPU-hour)"
+    )

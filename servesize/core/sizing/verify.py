@@ -1,0 +1,415 @@
+"""Verification by simulation: the best plans simulated at the target load.
+
+A small fleet (at most :data:`FLEET_MAX_REPLICAS` replicas) is simulated whole, with
+least-loaded routing (``verification = "fleet"``). A larger one is checked on one replica at
+``target / R`` (``"one-replica-thinned"``): with random routing each replica's arrivals are an
+independent thinning of the fleet's, a Poisson stream of rate ``target / R`` when the fleet's is
+Poisson (renewal arrivals of squared CV ``c²`` thin to ``1 + (c² − 1)/R``, simulated as gamma
+gaps with that CV), so the one-replica run is exact for a randomly routed fleet and
+conservative for least-loaded routing, which only shortens queues. A large disaggregated plan
+runs a sub-fleet of ``p + d <= FLEET_MAX_REPLICAS`` replicas whose ratio is nearest ``x : y``,
+at the rate that gives each pool at least its share (``"sub-fleet-thinned"``, conservative).
+Runs measure at least :data:`VERIFY_MIN_MEASURED` requests and :data:`VERIFY_RESIDENCES` Tier A
+mean residences ``W̄`` (after a warm-up of at least two), so the simulator's stability verdict
+is conclusive; a plan whose run is still inconclusive stays, decided by Tier A, with a note —
+only a conclusive miss rejects. A plan that misses gets one more replica (the busier pool for
+P/D) and is simulated again, at most :data:`MAX_EXTRA_REPLICAS` times, else it is rejected with
+the simulated reason. Verification walks the ranking until ``verify_top`` plans pass, so the
+plan ranked first is a verified one whenever any passes. Simulated work is bounded per sizing
+(:data:`MAX_SIMULATED_REQUESTS`, :data:`MAX_SIMULATED_WORK`): a plan whose run would exceed
+what is left stays decided by Tier A, with a note.
+
+What the walk has spent is a value (:class:`SimulationSpent`) threaded through it and
+returned, not a counter kept on the side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from servesize.core.replica import DisaggregatedPools, RequestTooLongError, simulate_replica
+from servesize.core.simulation import SimulationResult, SimulationSummary, whole_prompt_overflow
+from servesize.core.sizing.build import kv_link
+from servesize.core.sizing.inputs import SizingInputs
+from servesize.core.sizing.rank import rank_key
+from servesize.core.sizing.result import Plan, Predicted, Rejection, VerificationMode
+from servesize.core.sizing.tier_a import Screened, residence_s
+from servesize.core.slo.evaluate import SloEvaluation, evaluate_result
+from servesize.core.traffic import ArrivalProcess, open_loop_workload
+
+__all__ = [
+    "CHUNKED_PREFILL_NOTE",
+    "FLEET_MAX_REPLICAS",
+    "MAX_EXTRA_REPLICAS",
+    "MAX_SIMULATED_REQUESTS",
+    "MAX_SIMULATED_WORK",
+    "SimulationSpent",
+    "Verified",
+    "VerifyInputs",
+    "verify_ranked",
+]
+
+MAX_EXTRA_REPLICAS = 2
+FLEET_MAX_REPLICAS = 8
+"""Fleets up to this many replicas are simulated whole; larger ones by thinning."""
+VERIFY_MIN_MEASURED = 1800
+"""Measured requests of a verification run at least (percentiles up to p99 from ~18 tail
+requests)."""
+VERIFY_RESIDENCES = 10
+"""The measured window spans at least this many Tier A mean residences ``W̄``: the simulator
+needs ``2 W̄`` to tell a growing queue from one filling up."""
+VERIFY_WARMUP_RESIDENCES = 2
+VERIFY_WARMUP_FRACTION = 0.1
+MAX_SIMULATED_REQUESTS = 12_000
+"""Requests simulated by one sizing, all verification runs together (a run costs about 0.1 to
+0.5 ms of CPU per request)."""
+MAX_SIMULATED_WORK = 40_000
+"""Scheduler work of one sizing's verification runs, in request-chunks: each request costs
+``1 + ceil(prompt / max_num_batched_tokens)`` (its prefill chunks and its decode run)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyInputs:
+    """What verification reads: the sizing's inputs and, by candidate label, what each plan was
+    screened on (its compiled replica and Tier A curves)."""
+
+    sizing: SizingInputs
+    screened: Mapping[str, Screened]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulationSpent:
+    """Simulation spent by one sizing so far: runs, requests and request-chunks."""
+
+    runs: int = 0
+    requests: int = 0
+    work: int = 0
+
+    def plus(self, run: _Run) -> SimulationSpent:
+        """What is spent once ``run`` has been simulated too."""
+        return SimulationSpent(
+            runs=self.runs + 1,
+            requests=self.requests + run.num_requests,
+            work=self.work + run.work,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verified:
+    """The outcome of :func:`verify_ranked`: the plans left, verified first, each group in rank
+    order; the plans verification rejected, in the order tried; what it spent."""
+
+    plans: tuple[Plan, ...]
+    rejected: tuple[Rejection, ...]
+    spent: SimulationSpent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """One verification run: what is simulated, at what rate, for how many requests."""
+
+    mode: VerificationMode
+    rate_per_s: float
+    """Arrival rate of the simulated replicas (the fleet's ``target`` for ``fleet``)."""
+    replicas: int
+    prefill_replicas: int | None = None
+    decode_replicas: int | None = None
+    kept_fraction: float
+    """Share of the fleet's arrivals the simulated replicas see."""
+    residence_s: float
+    num_requests: int
+    warmup_requests: int
+    work: int
+
+
+def _sub_fleet(x: int, y: int) -> tuple[int, int]:
+    """``(p, d)`` with ``p + d <= FLEET_MAX_REPLICAS`` whose ratio is nearest ``x : y`` (in
+    log), the smaller on ties.
+
+    >>> _sub_fleet(10, 2), _sub_fleet(9, 9), _sub_fleet(20, 3)  # 20/3 = 6.67: 7/6.67 < 6.67/6
+    ((5, 1), (1, 1), (7, 1))
+    """
+    options = (
+        (max(d * x / (p * y), p * y / (d * x)), p + d, p, d)
+        for p in range(1, FLEET_MAX_REPLICAS)
+        for d in range(1, FLEET_MAX_REPLICAS - p + 1)
+    )
+    _, _, p, d = min(options)
+    return p, d
+
+
+def _run(ctx: VerifyInputs, plan: Plan, mode: VerificationMode) -> _Run:
+    """The run of ``mode``: its rate, replicas and length. The measured window holds at least
+    ``VERIFY_RESIDENCES · L`` requests (``L = rate · W̄`` resident, Little), so it spans that
+    many mean residences; the warm-up at least two."""
+    sizing = ctx.sizing
+    screened = ctx.screened[plan.candidate.label]
+    target = sizing.target_rate_per_s
+    x, y = plan.prefill_replicas, plan.decode_replicas
+    p: int | None = None
+    d: int | None = None
+    if x is None or y is None:
+        per = target / plan.replicas
+        rate, replicas = (target, plan.replicas) if mode == "fleet" else (per, 1)
+        residence = residence_s(sizing, screened, plan, per, per)
+    else:
+        p, d = (x, y) if mode == "fleet" else _sub_fleet(x, y)
+        rate = target * max(p / x, d / y)
+        replicas = p + d
+        residence = residence_s(sizing, screened, plan, rate / p, rate / d)
+    resident = rate * residence
+    measured = max(VERIFY_MIN_MEASURED, math.ceil(VERIFY_RESIDENCES * resident))
+    warmup = max(
+        math.ceil(VERIFY_WARMUP_FRACTION * measured),
+        math.ceil(VERIFY_WARMUP_RESIDENCES * resident),
+    )
+    budget = plan.memory.deployment.max_num_batched_tokens
+    chunks = 1 + math.ceil(sizing.input_tokens / max(budget, 1))
+    return _Run(
+        mode=mode,
+        rate_per_s=rate,
+        replicas=replicas,
+        prefill_replicas=p,
+        decode_replicas=d,
+        kept_fraction=min(rate / target, 1.0),
+        residence_s=residence,
+        num_requests=measured + warmup,
+        warmup_requests=warmup,
+        work=(measured + warmup) * chunks,
+    )
+
+
+def _plan_run(ctx: VerifyInputs, plan: Plan, spent: SimulationSpent) -> _Run | str:
+    """The verification run of ``plan`` (see the module docstring), or why there is none: the
+    whole fleet when small, else the thinned check; the cheaper one when over the budget."""
+    small = plan.replicas <= FLEET_MAX_REPLICAS
+    thinned: VerificationMode = (
+        "one-replica-thinned" if plan.prefill_replicas is None else "sub-fleet-thinned"
+    )
+    modes: list[VerificationMode] = ["fleet", thinned] if small else [thinned]
+    left_requests = MAX_SIMULATED_REQUESTS - spent.requests
+    left_work = MAX_SIMULATED_WORK - spent.work
+    run = _run(ctx, plan, modes[0])
+    for mode in modes:
+        run = _run(ctx, plan, mode)
+        if run.num_requests <= left_requests and run.work <= left_work:
+            return run
+    return (
+        f"not simulated: a conclusive {run.mode} run needs {run.num_requests} requests "
+        f"({run.work} request-chunks; W̄ ≈ {run.residence_s:.3g} s), more than this sizing's "
+        f"budget has left ({max(left_requests, 0)} requests, {max(left_work, 0)} "
+        f"request-chunks); Tier A decides"
+    )
+
+
+def _thinned_arrivals(
+    process: ArrivalProcess, cv: float, kept: float
+) -> tuple[ArrivalProcess, float]:
+    """Arrivals of a ``kept`` share of a renewal stream split at random: Poisson stays Poisson;
+    otherwise a geometric sum of gaps, of squared CV ``1 + (c² − 1)·kept``, drawn as gamma gaps
+    with that CV (the first two moments).
+
+    >>> _thinned_arrivals("constant", 1.0, 0.25)  # c² = 0 → 0.75
+    ('gamma', 0.8660254037844386)
+    """
+    if kept >= 1.0 or process == "poisson":
+        return process, cv
+    c2 = 0.0 if process == "constant" else cv * cv
+    return "gamma", math.sqrt(1.0 + (c2 - 1.0) * kept)
+
+
+CHUNKED_PREFILL_NOTE = (
+    "requests exceed one rank's max_num_batched_tokens: verified with chunked prefill on "
+    "(TensorRT-LLM: enable_chunked_prefill: true), which the engine needs to serve them"
+)
+
+
+def _simulate(
+    ctx: VerifyInputs, plan: Plan, run: _Run
+) -> tuple[SimulationResult, SimulationSummary, SloEvaluation, bool]:
+    """Simulate ``run`` of ``plan`` on its compiled replica
+    (:func:`~servesize.core.replica.simulate_replica`, least-loaded routing); the flag says
+    whether chunked prefill had to be turned on (requests longer than one rank's budget under
+    an engine that runs prompts whole: compiled with ``chunked_prefill=True``, as TensorRT-LLM's
+    ``enable_chunked_prefill`` needs to serve them).
+
+    Raises :class:`~servesize.core.replica.RequestTooLongError` when a drawn request exceeds
+    the plan's ``max_model_len`` (only possible for unbounded length distributions)."""
+    replica = ctx.screened[plan.candidate.label].replica
+    traffic = ctx.sizing.traffic
+    process, cv = _thinned_arrivals(traffic.process, traffic.cv, run.kept_fraction)
+    workload = open_loop_workload(
+        num_requests=run.num_requests,
+        rate_per_s=run.rate_per_s,
+        input_tokens=traffic.input_tokens,
+        output_tokens=traffic.output_tokens,
+        rng=np.random.default_rng(traffic.seed),
+        process=process,
+        cv=cv,
+        timeout_s=traffic.timeout_s,
+        warmup_requests=run.warmup_requests,
+    )
+    chunked = bool(
+        whole_prompt_overflow(
+            replica.scheduler.policy,
+            workload.prompt_tokens,
+            workload.output_tokens,
+            replica.rank_budget_tokens,
+        )
+    )
+    if chunked:
+        hardware = ctx.sizing.hardware[plan.candidate.hardware_id]
+        link = kv_link(hardware) if replica.kv_transfer is not None else None
+        replica = replica.configured(chunked_prefill=True, kv_link=link)
+    pools = (
+        DisaggregatedPools(
+            prefill_replicas=run.prefill_replicas,
+            decode_replicas=run.decode_replicas,
+            decode_routing="least_loaded",
+        )
+        if run.prefill_replicas is not None and run.decode_replicas is not None
+        else None
+    )
+    simulated = simulate_replica(
+        replica, workload, replicas=run.replicas, routing="least_loaded", pools=pools
+    )
+    summary, evaluation = evaluate_result(simulated.result, ctx.sizing.objective)
+    return simulated.result, summary, evaluation, chunked
+
+
+def _simulated(summary: SimulationSummary, evaluation: SloEvaluation, scale: float) -> Predicted:
+    """The run's metrics; rates times ``scale`` (fleet rate over simulated rate)."""
+    return Predicted(
+        source="simulation",
+        ttft_p50_s=summary.ttft_s.p50,
+        ttft_p95_s=summary.ttft_s.p95,
+        ttft_p99_s=summary.ttft_s.p99,
+        tpot_p50_s=summary.tpot_s.p50,
+        tpot_p95_s=summary.tpot_s.p95,
+        e2e_p95_s=summary.e2e_s.p95,
+        throughput_requests_per_s=evaluation.throughput_requests_per_s * scale,
+        goodput_requests_per_s=evaluation.goodput_requests_per_s * scale,
+        feasible=evaluation.feasible,
+        binding=evaluation.binding,
+        reason=evaluation.reason,
+    )
+
+
+def _inconclusive(summary: SimulationSummary, evaluation: SloEvaluation) -> bool:
+    """Every latency and rate check holds and the only objection is a stability verdict the
+    simulator itself calls inconclusive (a window too short to tell)."""
+    return (
+        not evaluation.feasible
+        and not summary.stable
+        and not summary.stability_conclusive
+        and all(check.holds for check in evaluation.checks)
+    )
+
+
+def _one_more(plan: Plan) -> Plan:
+    """The plan with one more replica (for P/D, in the busier pool)."""
+    if plan.prefill_replicas is None or plan.decode_replicas is None:
+        return replace(
+            plan,
+            replicas=plan.replicas + 1,
+            utilization=plan.utilization * plan.replicas / (plan.replicas + 1),
+        )
+    assert plan.decode_max_rate_per_replica_per_s is not None
+    p_util = 1 / (plan.prefill_replicas * plan.max_rate_per_replica_per_s)
+    d_util = 1 / (plan.decode_replicas * plan.decode_max_rate_per_replica_per_s)
+    if p_util >= d_util:
+        return replace(plan, prefill_replicas=plan.prefill_replicas + 1, replicas=plan.replicas + 1)
+    return replace(plan, decode_replicas=plan.decode_replicas + 1, replicas=plan.replicas + 1)
+
+
+def _describe_run(run: _Run) -> str:
+    if run.mode == "fleet":
+        return f"the whole fleet at {run.rate_per_s:.4g}/s"
+    if run.mode == "one-replica-thinned":
+        return f"one replica at its share {run.rate_per_s:.4g}/s"
+    return f"a {run.prefill_replicas}P+{run.decode_replicas}D sub-fleet at {run.rate_per_s:.4g}/s"
+
+
+def _verify_one(
+    ctx: VerifyInputs, plan: Plan, spent: SimulationSpent
+) -> tuple[Plan | Rejection, SimulationSpent]:
+    """Simulate ``plan``, adding replicas after conclusive misses: the verified plan, the plan
+    left to Tier A with a note (inconclusive run, over the budget), or a rejection; and what
+    has been spent once it is done."""
+    max_gpus = ctx.sizing.max_gpus
+    notes = list(plan.notes)
+    for extra in range(MAX_EXTRA_REPLICAS + 1):
+        if extra and max_gpus is not None and plan.total_gpus > max_gpus:
+            notes.append(f"{plan.replicas} replicas would exceed max_gpus {max_gpus}")
+            break
+        run = _plan_run(ctx, plan, spent)
+        if isinstance(run, str):
+            # Unverified (with the misses that added replicas, if any): Tier A decides.
+            return replace(plan, notes=(*notes, run)), spent
+        try:
+            _, summary, evaluation, chunked = _simulate(ctx, plan, run)
+        except RequestTooLongError as exc:
+            # An unbounded length distribution drew a request the engine would refuse.
+            return Rejection(
+                candidate=plan.candidate, reason="context-too-short", detail=str(exc)
+            ), spent
+        spent = spent.plus(run)
+        scale = ctx.sizing.target_rate_per_s / run.rate_per_s
+        if chunked and CHUNKED_PREFILL_NOTE not in notes:
+            notes.append(CHUNKED_PREFILL_NOTE)
+        if evaluation.feasible:
+            return replace(
+                plan,
+                simulation=_simulated(summary, evaluation, scale),
+                verified=True,
+                verification=run.mode,
+                notes=tuple(notes),
+            ), spent
+        if _inconclusive(summary, evaluation):
+            notes.append(
+                f"not verified: the simulation of {_describe_run(run)} with {plan.replicas} "
+                f"replicas was inconclusive ({summary.stability_reason}); Tier A decides"
+            )
+            return replace(plan, verification=run.mode, notes=tuple(notes)), spent
+        notes.append(
+            f"simulated {_describe_run(run)} with {plan.replicas} replicas: {evaluation.reason}"
+        )
+        if extra < MAX_EXTRA_REPLICAS:
+            plan = _one_more(plan)
+    return Rejection(
+        candidate=plan.candidate,
+        reason="verification-failed",
+        detail="; ".join(notes),
+    ), spent
+
+
+def verify_ranked(ctx: VerifyInputs, plans: Sequence[Plan], verify_top: int) -> Verified:
+    """Simulate in rank order until ``verify_top`` plans pass (see the module docstring)."""
+    ranked = list(plans)
+    rejected: list[Rejection] = []
+    spent = SimulationSpent()
+    passed = 0
+    tried = 0
+    done: set[str] = set()
+    limit = 3 * verify_top + MAX_EXTRA_REPLICAS
+    while passed < verify_top and spent.runs < limit and tried < limit:
+        ranked.sort(key=rank_key)
+        pending = [i for i, p in enumerate(ranked) if p.candidate.label not in done]
+        if not pending:
+            break
+        i = pending[0]
+        done.add(ranked[i].candidate.label)
+        outcome, spent = _verify_one(ctx, ranked[i], spent)
+        tried += 1
+        if isinstance(outcome, Rejection):
+            ranked.pop(i)
+            rejected.append(outcome)
+            continue
+        ranked[i] = outcome
+        passed += outcome.verified
+    ranked.sort(key=lambda p: (not p.verified, *rank_key(p)))
+    return Verified(plans=tuple(ranked), rejected=tuple(rejected), spent=spent)
