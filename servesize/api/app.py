@@ -27,6 +27,7 @@ from servesize.api.routes import (
     slo,
 )
 from servesize.api.routes.models import CatalogIndex
+from servesize.api.sizing_cache import SizingCache
 from servesize.catalog import ModelCatalog
 from servesize.db.connection import create_db_engine, make_sessionmaker
 from servesize.security import parse_key
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = make_sessionmaker(db_engine)
     app.state.metrics = HttpMetrics()
     app.state.catalog_index = CatalogIndex(ModelCatalog(settings.models_dir))
+    app.state.sizing_cache = SizingCache()
     install_error_handlers(app)
 
     app.include_router(health.router)

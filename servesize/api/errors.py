@@ -7,6 +7,7 @@ ApiError                 carries status, slug, detail, extensions, headers
  ├─ NotFoundError        404
  ├─ ConflictError        409
  ├─ UnprocessableError   422 (with ``errors[]``)
+ ├─ SloInfeasibleError   422 an SLO no load (or no candidate) meets
  └─ PreconditionFailedError 412 / 428
 
 Core errors (``servesize.core.errors``) are mapped here; the core knows nothing of HTTP.
@@ -29,7 +30,6 @@ from servesize.api.problems import problem_response
 from servesize.core.errors import (
     InsufficientMemoryError,
     InvalidArchitectureError,
-    NoFeasiblePlanError,
     PlanningError,
     UnstableQueueError,
 )
@@ -95,6 +95,18 @@ class UnprocessableError(ApiError):
     def __init__(self, detail: str, *, slug: str, errors: list[dict[str, str]]) -> None:
         super().__init__(detail, errors=errors)
         self.slug = slug
+
+
+class SloInfeasibleError(ApiError):
+    """422 ``slo-infeasible``: targets no load can meet: below what the deployment (or, in
+    sizing, every candidate) achieves with no load at all, or a minimum throughput beyond one
+    replica's saturation rate. ``errors`` points at each target, with the value that defeats it.
+    """
+
+    status, slug = 422, "slo-infeasible"
+
+    def __init__(self, detail: str, *, errors: list[dict[str, Any]]) -> None:
+        super().__init__(detail, errors=errors)
 
 
 class PreconditionFailedError(ApiError):
@@ -218,7 +230,6 @@ async def _invalid_input(request: Request, exc: Exception) -> Response:
 _PLANNING_SLUGS: tuple[tuple[type[PlanningError], str], ...] = (
     (InsufficientMemoryError, "insufficient-memory"),
     (UnstableQueueError, "unstable-queue"),
-    (NoFeasiblePlanError, "no-feasible-plan"),
     (PlanningError, "planning-error"),
 )
 

@@ -4,8 +4,7 @@ PlanningError                  expected, explainable outcome (never a bug)
  ├─ InvalidArchitectureError   a config.json lacks fields the math needs, or they disagree
  ├─ InsufficientMemoryError    the weights (or the runtime) do not fit on the GPU(s)
  ├─ UnsupportedDeploymentError  valid as written, but the step-time model cannot run it there
- ├─ UnstableQueueError         offered load >= capacity (rho >= 1); no steady state
- └─ NoFeasiblePlanError        the search ran, and no candidate meets the SLO
+ └─ UnstableQueueError         offered load >= capacity (rho >= 1); no steady state
 
 They carry no HTTP status: ``servesize.api.errors`` maps them to responses.
 """
@@ -62,7 +61,3 @@ class UnstableQueueError(PlanningError, ValueError):
     def __init__(self, utilization: float) -> None:
         super().__init__(f"utilization {utilization:.3f} >= 1: the queue grows without bound")
         self.utilization = utilization
-
-
-class NoFeasiblePlanError(PlanningError):
-    """A search ran to completion and no candidate meets the objective."""

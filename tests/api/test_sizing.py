@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from servesize.api.routes.sizing import cache_clear, default_max_model_len
+from servesize.api.routes.sizing import default_max_model_len
+from servesize.api.sizing_cache import SizingCache, sizing_key
+from servesize.schemas.sizing import SizingResponse
+from servesize.security import Scope
+from tests.api.test_hardware import bearer, h100_upload, upload
 
 BODY: dict[str, Any] = {
     "model": "meta-llama/Llama-3.1-8B",
@@ -25,7 +30,6 @@ BODY: dict[str, Any] = {
 
 
 def test_sizing_ranks_the_cheaper_gpu_first_and_verifies_it(client: TestClient) -> None:
-    cache_clear()
     response = client.post("/v1/sizing", json=BODY)
     assert response.status_code == 200, response.text
     body = response.json()
@@ -68,7 +72,6 @@ def test_default_max_model_len_holds_the_longest_request() -> None:
 def test_an_slo_below_every_zero_load_value_is_a_problem_with_the_best_value(
     client: TestClient,
 ) -> None:
-    cache_clear()
     body = BODY | {"slo": {"ttft_s": {"p95": 0.001}}}
     response = client.post("/v1/sizing", json=body)
     assert response.status_code == 422, response.text
@@ -86,7 +89,6 @@ def test_an_slo_below_every_zero_load_value_is_a_problem_with_the_best_value(
 
 
 def test_plans_empty_for_other_reasons_are_still_explained(client: TestClient) -> None:
-    cache_clear()
     body = BODY | {
         "traffic": {"rate_per_s": 500.0, "input_tokens": 512, "output_tokens": 128},
         "candidates": BODY["candidates"] | {"max_gpus": 2},
@@ -145,7 +147,6 @@ def test_too_many_candidates_is_refused_before_any_work(client: TestClient) -> N
 
 
 def test_a_shared_price_sheet_and_repeated_hardware_are_accepted(client: TestClient) -> None:
-    cache_clear()
     body = BODY | {
         "candidates": BODY["candidates"] | {"hardware": ["a100-sxm-80gb", "a100-sxm-80gb"]},
         "prices": {"a100-sxm-80gb": 1.0, "h100-sxm": 10.0, "l40s": 0.9},
@@ -165,7 +166,6 @@ def test_a_shared_price_sheet_and_repeated_hardware_are_accepted(client: TestCli
 def test_a_context_below_the_longest_request_is_rejected_with_the_reason(
     client: TestClient,
 ) -> None:
-    cache_clear()
     body = BODY | {
         "traffic": {"rate_per_s": 8.0, "input_tokens": 1000, "output_tokens": 200},
         "candidates": BODY["candidates"] | {"max_model_len": [512]},
@@ -176,3 +176,61 @@ def test_a_context_below_the_longest_request_is_rejected_with_the_reason(
     assert out["plans"] == []
     assert {r["reason"] for r in out["rejected"]} == {"context-too-short"}
     assert "512 < the longest request, 1200 tokens" in out["rejected"][0]["detail"]
+
+
+def test_a_new_measurement_is_not_answered_from_the_cache(
+    client: TestClient,
+    make_client: Callable[..., TestClient],
+    create_key: Callable[..., str],
+) -> None:
+    body = BODY | {
+        "candidates": BODY["candidates"] | {"hardware": ["h100-sxm"]},
+        "prices": {"h100-sxm": 10.0},
+        "verify_top": 0,
+    }
+    before = client.post("/v1/sizing", json=body).json()
+    assert client.post("/v1/sizing", json=body).json()["cached"] is True
+    # A GEMM upload replaces the shipped bf16 tables (``api.measured``): other step times.
+    writer = bearer(create_key(Scope.PROFILES_WRITE))
+    stored = upload(client, writer, h100_upload())
+    assert stored.status_code == 201, stored.text
+    after = client.post("/v1/sizing", json=body).json()
+    assert after["cached"] is False
+    rate = "max_rate_per_replica_per_s"
+    assert after["plans"][0][rate] != before["plans"][0][rate]
+    # The same answer a server that never saw the first request computes.
+    fresh = make_client().post("/v1/sizing", json=body).json()
+    assert fresh["cached"] is False
+    assert after["plans"] == fresh["plans"]
+
+
+def test_the_cache_keeps_the_most_recently_used_answers() -> None:
+    cache = SizingCache(entries=2)
+    answers = {
+        key: SizingResponse(
+            model=key,
+            target_rate_per_s=1.0,
+            headroom=0.85,
+            plans=[],
+            plans_found=0,
+            explanation="",
+            rejected=[],
+            candidates_evaluated=0,
+            simulations=0,
+            simulated_requests=0,
+            elapsed_s=0.0,
+            cached=False,
+            warnings=[],
+        )
+        for key in ("a", "b", "c")
+    }
+    cache.put("a", answers["a"])
+    cache.put("b", answers["b"])
+    hit = cache.get("a")  # now the most recent: "b" goes first
+    assert hit is not None
+    assert hit.cached is True
+    assert answers["a"].cached is False  # the stored answer is not marked
+    cache.put("c", answers["c"])
+    assert cache.get("b") is None
+    assert len(cache) == 2
+    assert sizing_key(x=1, y=[2]) == sizing_key(y=[2], x=1) != sizing_key(x=1, y=[3])

@@ -257,47 +257,30 @@ def _as_errors(issues: list[FieldIssue]) -> list[dict[str, str]]:
     return [{"location": "body", "pointer": i.field, "detail": i.problem} for i in issues]
 
 
-@router.post(
-    "/{profile_id}/measurements",
-    status_code=status.HTTP_201_CREATED,
-    response_model=MeasurementOut,
-    responses={
-        400: {"description": "Idempotency-Key missing"},
-        409: {"description": "A request with this key is being stored concurrently"},
-        422: {"description": "Impossible values, wrong device, or a reused Idempotency-Key"},
-    },
-)
-def upload_measurement(
-    profile_id: str,
-    body: MeasurementUpload,
-    request: Request,
-    response: Response,
-    session: SessionDep,
-    key: ProfilesWriteKey,
-    idempotency_key: Annotated[
-        str | None, Header(description="Unique per upload; a replay returns the original.")
-    ] = None,
-) -> MeasurementOut:
-    """Store a measurement (scope ``profiles:write``). Nothing partial is ever stored."""
+def _check_idempotency_key(idempotency_key: str | None) -> str:
     if idempotency_key is None or not idempotency_key.strip():
         raise BadRequestError("an Idempotency-Key header is required for uploads")
     if len(idempotency_key) > 255:
         raise BadRequestError("the Idempotency-Key header is longer than 255 characters")
-    repo = HardwareRepository(session)
-    row = _load(repo, profile_id)
-    fingerprint = _fingerprint(request, body)
-    earlier = repo.by_idempotency_key(key.id, idempotency_key)
-    if earlier is not None:
-        if earlier.request_sha256 != fingerprint:
-            raise UnprocessableError(
-                "this Idempotency-Key was used for a different request; use a new key",
-                slug="idempotency-key-reused",
-                errors=[{"location": "header", "pointer": "", "detail": "Idempotency-Key reused"}],
-            )
-        response.headers["Idempotent-Replayed"] = "true"
-        response.headers["Location"] = f"/v1/hardware/{row.id}/measurements/{earlier.id}"
-        return measurement_out(earlier)
+    return idempotency_key
 
+
+def _replayed(
+    repo: HardwareRepository, api_key_id: int, idempotency_key: str, fingerprint: str
+) -> HardwareMeasurement | None:
+    """The measurement an earlier upload with this key stored (the same request only)."""
+    earlier = repo.by_idempotency_key(api_key_id, idempotency_key)
+    if earlier is not None and earlier.request_sha256 != fingerprint:
+        raise UnprocessableError(
+            "this Idempotency-Key was used for a different request; use a new key",
+            slug="idempotency-key-reused",
+            errors=[{"location": "header", "pointer": "", "detail": "Idempotency-Key reused"}],
+        )
+    return earlier
+
+
+def _check_plausible(row: HardwareProfile, body: MeasurementUpload) -> None:
+    """Refuse an upload from another device, or with figures the profile's peaks exclude."""
     issues = _identity_issues(row, body)
     issues += implausible_values(
         row.to_spec(),
@@ -323,24 +306,74 @@ def upload_measurement(
             slug="implausible-measurement",
             errors=_as_errors(issues),
         )
+
+
+def _measurement_row(
+    row: HardwareProfile,
+    body: MeasurementUpload,
+    *,
+    api_key_id: int,
+    idempotency_key: str,
+    fingerprint: str,
+) -> HardwareMeasurement:
     provenance = body.provenance
-    stored = repo.add_measurement(
-        HardwareMeasurement(
-            profile_id=row.id,
-            api_key_id=key.id,
-            idempotency_key=idempotency_key,
-            request_sha256=fingerprint,
-            received_at=utc_now(),
-            measured_at=provenance.measured_at,
-            agent_version=provenance.agent_version,
-            method_version=provenance.method_version,
-            host=provenance.host,
-            device=provenance.device,
-            gpu_name=provenance.gpu_name,
-            gpu_uuid=provenance.gpu_uuid,
-            payload=body.model_dump(mode="json"),
-        )
+    return HardwareMeasurement(
+        profile_id=row.id,
+        api_key_id=api_key_id,
+        idempotency_key=idempotency_key,
+        request_sha256=fingerprint,
+        received_at=utc_now(),
+        measured_at=provenance.measured_at,
+        agent_version=provenance.agent_version,
+        method_version=provenance.method_version,
+        host=provenance.host,
+        device=provenance.device,
+        gpu_name=provenance.gpu_name,
+        gpu_uuid=provenance.gpu_uuid,
+        payload=body.model_dump(mode="json"),
     )
+
+
+@router.post(
+    "/{profile_id}/measurements",
+    status_code=status.HTTP_201_CREATED,
+    response_model=MeasurementOut,
+    responses={
+        400: {"description": "Idempotency-Key missing"},
+        409: {"description": "A request with this key is being stored concurrently"},
+        422: {"description": "Impossible values, wrong device, or a reused Idempotency-Key"},
+    },
+)
+def upload_measurement(
+    profile_id: str,
+    body: MeasurementUpload,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    key: ProfilesWriteKey,
+    idempotency_key: Annotated[
+        str | None, Header(description="Unique per upload; a replay returns the original.")
+    ] = None,
+) -> MeasurementOut:
+    """Store a measurement (scope ``profiles:write``). Nothing partial is ever stored."""
+    idempotency_key = _check_idempotency_key(idempotency_key)
+    repo = HardwareRepository(session)
+    row = _load(repo, profile_id)
+    fingerprint = _fingerprint(request, body)
+    stored = _replayed(repo, key.id, idempotency_key, fingerprint)
+    if stored is not None:
+        response.headers["Idempotent-Replayed"] = "true"
+    else:
+        _check_plausible(row, body)
+        stored = repo.add_measurement(
+            _measurement_row(
+                row,
+                body,
+                api_key_id=key.id,
+                idempotency_key=idempotency_key,
+                fingerprint=fingerprint,
+            )
+        )
     response.headers["Location"] = f"/v1/hardware/{row.id}/measurements/{stored.id}"
     return measurement_out(stored)
 

@@ -20,7 +20,6 @@ _REASONS = {
     "context-too-short": "have a max_model_len below the longest request",
     "unsupported": "are not supported",
     "infeasible-at-zero-load": "miss the SLO even with no load at all",
-    "slo-missed": "miss the SLO at any useful rate",
     "verification-failed": "failed their simulation at the target load",
 }
 

@@ -37,7 +37,6 @@ RejectReason = Literal[
     "context-too-short",
     "unsupported",
     "infeasible-at-zero-load",
-    "slo-missed",
     "verification-failed",
 ]
 VerificationMode = Literal["fleet", "one-replica-thinned", "sub-fleet-thinned"]

@@ -103,7 +103,7 @@ def _screen_space(
         )
         if isinstance(outcome, Rejection):
             rejected.append(outcome)
-            passed_zero_load += outcome.reason in ("over-gpu-limit", "slo-missed")
+            passed_zero_load += outcome.reason == "over-gpu-limit"
             continue
         plan, basis = outcome
         plans.append(plan)

@@ -8,7 +8,8 @@ and the capacity (maximum rate or concurrency) that meets them (issue 8, modelin
 ``evaluate_summary``           checks, margins and the binding constraint of a simulated run
 ``evaluate_analytic``          the same from a Tier A estimate (a screen)
 ``zero_load_violations``       targets below what an idle engine achieves
-``search_capacity``            the largest rate or concurrency meeting the SLO, and the curve
+``search_capacity``            the bisection for the largest load meeting the SLO, and the curve
+``plan_capacity``              Tier A's bracket, the bisection, seed confirmation, the floor
 =============================  ===============================================================
 """
 
@@ -19,6 +20,19 @@ from servesize.core.slo.capacity import (
     curve_point,
     knee_load,
     search_capacity,
+)
+from servesize.core.slo.capacity_plan import (
+    CONFIRMATION_SEEDS,
+    CapacityPlan,
+    SeededProbe,
+    ThroughputFloorUnreachableError,
+    ThroughputOnlyObjectiveError,
+    TierAEstimate,
+    max_search_runs,
+    plan_capacity,
+    search_objective,
+    tier_a_max_rate,
+    tier_a_verdict,
 )
 from servesize.core.slo.evaluate import (
     Check,
@@ -47,18 +61,24 @@ from servesize.core.slo.spec import (
 )
 
 __all__ = [
+    "CONFIRMATION_SEEDS",
     "METRICS",
     "STATISTICS",
     "AttainmentTarget",
+    "CapacityPlan",
     "CapacityResult",
     "Check",
     "CurvePoint",
     "Infeasibility",
     "LatencyTarget",
     "Metric",
+    "SeededProbe",
     "ServiceLevelObjective",
     "SloEvaluation",
     "Statistic",
+    "ThroughputFloorUnreachableError",
+    "ThroughputOnlyObjectiveError",
+    "TierAEstimate",
     "ZeroLoadLatencies",
     "attainment_fraction",
     "certainly_missed",
@@ -69,7 +89,12 @@ __all__ = [
     "evaluate_summary",
     "knee_load",
     "make_check",
+    "max_search_runs",
+    "plan_capacity",
     "search_capacity",
+    "search_objective",
+    "tier_a_max_rate",
+    "tier_a_verdict",
     "zero_load_latencies",
     "zero_load_violations",
 ]

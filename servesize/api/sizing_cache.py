@@ -1,0 +1,73 @@
+"""The sizing answer cache: one per application (``app.state.sizing_cache``, made by the app
+factory), reached by routes as the ``SizingCacheDep`` dependency.
+
+An answer is a pure function of the request body, the model's config, the searched hardware
+profiles (figures, prices and version), and the measurements the planner reads for them, so the
+key is a SHA-256 of all of these; measurements are never updated, so their ids name their
+contents. An upload therefore changes the key of every sizing over its profile, and the old
+answer ages out of the LRU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from servesize.schemas.sizing import SizingResponse
+
+CACHE_ENTRIES = 32
+
+
+def sizing_key(**parts: Any) -> str:
+    """SHA-256 of ``parts`` as canonical JSON (sorted keys; other types by ``str``)."""
+    canonical = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class SizingCache:
+    """A thread-safe LRU of sizing responses by :func:`sizing_key`."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        if entries < 1:
+            raise ValueError(f"entries must be >= 1, got {entries}")
+        self.entries = entries
+        self._answers: OrderedDict[str, SizingResponse] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> SizingResponse | None:
+        """The cached answer, marked ``cached``, or ``None``."""
+        with self._lock:
+            hit = self._answers.get(key)
+            if hit is None:
+                return None
+            self._answers.move_to_end(key)
+        return hit.model_copy(update={"cached": True})
+
+    def put(self, key: str, response: SizingResponse) -> None:
+        with self._lock:
+            self._answers[key] = response
+            self._answers.move_to_end(key)
+            while len(self._answers) > self.entries:
+                self._answers.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._answers.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._answers)
+
+
+def get_sizing_cache(request: Request) -> SizingCache:
+    """The application's cache."""
+    cache: SizingCache = request.app.state.sizing_cache
+    return cache
+
+
+SizingCacheDep = Annotated[SizingCache, Depends(get_sizing_cache)]
