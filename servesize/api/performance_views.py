@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servesize.api.engine_model import ResolvedReplica
+from servesize.api.replica_resolver import ResolvedReplica
 from servesize.core.steptime import ServingEstimate
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from servesize.api.engine_model import ResolvedReplica
 from servesize.api.errors import UnprocessableError
+from servesize.api.replica_resolver import ResolvedReplica
 from servesize.core.replica import DisaggregatedPools, KVLink, simulate_replica
 from servesize.core.simulation import (
     ClientOverheads,
@@ -34,13 +34,16 @@ from servesize.core.traffic import (
     LengthDistribution,
     LogNormalLength,
     NormalLength,
+    Trace,
+    TraceError,
     UniformLength,
     Workload,
+    check_trace,
     closed_loop_workload,
     open_loop_workload,
+    parse_trace,
     trace_workload,
 )
-from servesize.core.traffic.traces import Trace, TraceError, check_trace, parse_trace
 from servesize.schemas.simulate import (
     MAX_EXPECTED_TOKENS,
     MAX_REQUESTS,

@@ -63,15 +63,15 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="Target, e.g. base
 def db_current() -> None:
     """Print the database's revision and the newest one."""
     from servesize.db import migrate
-    from servesize.db.engine import make_engine
+    from servesize.db.connection import create_db_engine
     from servesize.settings import get_settings
 
     settings = get_settings()
-    database = make_engine(settings.database_url)
+    db_engine = create_db_engine(settings.database_url)
     try:
-        current = sorted(migrate.current_revisions(database)) or ["base"]
+        current = sorted(migrate.current_revisions(db_engine)) or ["base"]
     finally:
-        database.dispose()
+        db_engine.dispose()
     heads = sorted(migrate.head_revisions(settings.database_url))
     state = "at head" if current == heads else "behind head"
     print(f"current: {', '.join(current)}  head: {', '.join(heads)}  ({state})")
@@ -80,18 +80,18 @@ def db_current() -> None:
 @contextmanager
 def _key_repository() -> Iterator[ApiKeyRepository]:
     """An API-key repository inside one committed transaction."""
-    from servesize.db.engine import make_engine, make_sessionmaker, transaction
+    from servesize.db.connection import create_db_engine, make_sessionmaker, transaction
     from servesize.db.repository import ApiKeyRepository
     from servesize.settings import get_settings
 
     settings = get_settings()
     secret = settings.secret_key.get_secret_value().encode() if settings.secret_key else None
-    database = make_engine(settings.database_url)
+    db_engine = create_db_engine(settings.database_url)
     try:
-        with transaction(make_sessionmaker(database)) as session:
+        with transaction(make_sessionmaker(db_engine)) as session:
             yield ApiKeyRepository(session, secret_key=secret)
     finally:
-        database.dispose()
+        db_engine.dispose()
 
 
 @keys_app.command("create")

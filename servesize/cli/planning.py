@@ -31,12 +31,14 @@ from servesize.core.steptime import closed_loop
 from servesize.core.traffic import (
     CLOSED_LOOP_WARNING,
     FixedLength,
+    TraceError,
+    TraceFormat,
     Workload,
     closed_loop_workload,
     open_loop_workload,
+    parse_trace,
     trace_workload,
 )
-from servesize.core.traffic.traces import TraceError, TraceFormat, parse_trace
 
 if TYPE_CHECKING:
     from servesize.core.steptime import MeasuredProfile

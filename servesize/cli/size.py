@@ -168,13 +168,13 @@ def size_command(
         SearchSpace,
         SizingTooLargeError,
         SizingTraffic,
+        default_max_model_len,
+        explain,
+        parse_slo,
         sglang_args,
         size,
         vllm_args,
     )
-    from servesize.core.sizing.defaults import default_max_model_len
-    from servesize.core.sizing.explain import explain
-    from servesize.core.sizing.slo_text import parse_slo
     from servesize.db.seed import datasheet_entries
 
     try:

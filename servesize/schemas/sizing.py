@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field
 
-from servesize.core.memory.kv_format import KV_CACHE_DTYPES
+from servesize.core.memory import KV_CACHE_DTYPES
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.models import ModelRef
 from servesize.schemas.simulate import LengthIn

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from servesize.api.routes.sizing import default_max_model_len
 from servesize.api.sizing_cache import SizingCache, sizing_key
+from servesize.core.sizing import default_max_model_len
 from servesize.schemas.sizing import SizingResponse
 from servesize.security import Scope
 from tests.api.test_hardware import bearer, h100_upload, upload

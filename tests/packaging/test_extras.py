@@ -126,10 +126,6 @@ def test_agent_ingest_without_the_server_stack(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["payload"]["endpoint_benchmarks"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="servesize/cli.py imports servesize.db (SQLAlchemy, Alembic) at module level",
-)
 @pytest.mark.parametrize(
     "args",
     [

@@ -10,13 +10,13 @@ from servesize.api.errors import SloInfeasibleError
 from servesize.core.sizing import (
     Plan,
     Predicted,
+    Role,
     SizingResult,
     ZeroLoadBest,
+    explain,
     sglang_args,
     vllm_args,
 )
-from servesize.core.sizing.engine_args import Role
-from servesize.core.sizing.explain import explain
 from servesize.schemas.sizing import (
     EngineArgsOut,
     KnobsOut,

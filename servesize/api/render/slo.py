@@ -10,9 +10,9 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from servesize.api.engine_model import EngineModel
 from servesize.api.errors import SloInfeasibleError, UnprocessableError
-from servesize.api.routes.simulate import latency_out
+from servesize.api.replica_resolver import ResolvedReplica
+from servesize.api.simulate_views import latency_out
 from servesize.core.simulation import SimulationSummary
 from servesize.core.slo import (
     CapacityPlan,
@@ -67,7 +67,7 @@ def screen_out(ev: SloEvaluation, saturation: float, utilization: float) -> Anal
 
 
 def evaluation_out(
-    built: EngineModel,
+    built: ResolvedReplica,
     ev: SloEvaluation,
     *,
     decided_by: Literal["analytic", "simulation"],
@@ -123,7 +123,7 @@ def curve_point_out(pt: CurvePoint, *, closed_loop: bool) -> CurvePointOut:
 
 
 def capacity_out(
-    built: EngineModel,
+    built: ResolvedReplica,
     plan: CapacityPlan,
     *,
     zero_load_ttft_p95_s: float,

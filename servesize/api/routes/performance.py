@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from servesize.api.deps import ReadAccess, SessionDep
-from servesize.api.engine_model import request_engine_model
 from servesize.api.performance_views import performance_response
+from servesize.api.replica_resolver import request_replica
 from servesize.api.routes.models import CatalogIndexDep
 from servesize.core.steptime import closed_loop
 from servesize.schemas.performance import PerformanceRequest, PerformanceResponse
@@ -19,7 +19,7 @@ def performance(
     body: PerformanceRequest, session: SessionDep, index: CatalogIndexDep
 ) -> PerformanceResponse:
     """Prefill and decode step times, zero-load TTFT, and the closed-loop steady state."""
-    built = request_engine_model(body, catalog=index.catalog, session=session)
+    built = request_replica(body, catalog=index.catalog, session=session)
     work = body.workload
     estimate = closed_loop(
         built.step_model,

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Body
 from sqlalchemy.orm import Session
 
 from servesize.api.deps import ReadAccess, SessionDep
-from servesize.api.engine_model import engine_model
 from servesize.api.errors import UnprocessableError
+from servesize.api.replica_resolver import resolve_replica
 from servesize.api.routes.models import CatalogIndex, CatalogIndexDep
 from servesize.core.queueing import (
     GGcResult,
@@ -125,7 +125,7 @@ def _queue(body: QueueIn) -> QueueingResponse:
 def _continuous_batching(
     body: ContinuousBatchingIn, session: Session, index: CatalogIndex
 ) -> QueueingResponse:
-    built = engine_model(
+    built = resolve_replica(
         model_ref=body.llm,
         hardware_ref=body.hardware,
         deployment_in=body.deployment,

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from servesize.api.deps import ReadAccess, SessionDep
-from servesize.api.engine_model import request_engine_model
 from servesize.api.errors import UnprocessableError
+from servesize.api.replica_resolver import request_replica
 from servesize.api.routes.models import CatalogIndexDep
 from servesize.api.simulate_views import latency_out, simulate_response
 from servesize.api.simulation_runner import run_simulation
@@ -141,7 +141,7 @@ def simulate_serving(
             slug="invalid-replicas",
             errors=[{"location": "body", "pointer": "/replicas", "detail": "must be 1"}],
         )
-    built = request_engine_model(body, catalog=index.catalog, session=session)
+    built = request_replica(body, catalog=index.catalog, session=session)
     overheads = body.overheads
     run = run_simulation(
         built,

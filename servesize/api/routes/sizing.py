@@ -24,14 +24,16 @@ from servesize.api.simulation_runner import length_distribution, min_tokens
 from servesize.api.sizing_cache import SizingCacheDep, sizing_key
 from servesize.core.hardware import HardwareSpec
 from servesize.core.sizing import (
+    DEFAULT_KV_CACHE_DTYPES,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
     SearchSpace,
     SizingTooLargeError,
     SizingTraffic,
+    default_max_model_len,
     size,
+    upper_tokens,
     zero_load_infeasibility,
 )
-from servesize.core.sizing.defaults import default_max_model_len, upper_tokens
-from servesize.core.sizing.space import DEFAULT_KV_CACHE_DTYPES, DEFAULT_MAX_NUM_BATCHED_TOKENS
 from servesize.core.steptime import MeasuredProfile
 from servesize.db.repository import HardwareRepository
 from servesize.schemas.sizing import (

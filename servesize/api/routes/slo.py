@@ -18,7 +18,6 @@ from fastapi import APIRouter, Body
 from sqlalchemy.orm import Session
 
 from servesize.api.deps import ReadAccess, SessionDep
-from servesize.api.engine_model import EngineModel, request_engine_model
 from servesize.api.errors import UnprocessableError
 from servesize.api.render.slo import (
     capacity_out,
@@ -28,6 +27,7 @@ from servesize.api.render.slo import (
     throughput_only_problem,
     zero_load_problem,
 )
+from servesize.api.replica_resolver import ResolvedReplica, request_replica
 from servesize.api.routes.models import CatalogIndex, CatalogIndexDep
 from servesize.api.simulation_runner import build_workload, length_distribution, run_simulation
 from servesize.core.simulation import SimulationSummary, percentile
@@ -144,7 +144,7 @@ CAPACITY_EXAMPLES: dict[str, dict[str, Any]] = {
 }
 
 
-def _mean_lengths(built: EngineModel, traffic: TrafficIn) -> tuple[int, int]:
+def _mean_lengths(built: ResolvedReplica, traffic: TrafficIn) -> tuple[int, int]:
     """Mean prompt and output lengths, rounded, for Tier A (which takes fixed lengths)."""
     clip = built.memory.max_model_len
     p = length_distribution(traffic.input_tokens, clip - 1).mean_tokens
@@ -152,7 +152,7 @@ def _mean_lengths(built: EngineModel, traffic: TrafficIn) -> tuple[int, int]:
     return max(1, round(p)), max(1, round(n))
 
 
-def _tier_a(built: EngineModel, traffic: TrafficIn) -> TierAEstimate:
+def _tier_a(built: ResolvedReplica, traffic: TrafficIn) -> TierAEstimate:
     """Tier A's mean-field estimate for one replica at a rate, at the mean lengths."""
     p, n = _mean_lengths(built, traffic)
 
@@ -168,7 +168,7 @@ def _tier_a(built: EngineModel, traffic: TrafficIn) -> TierAEstimate:
     return estimate
 
 
-def _resident_sequences(built: EngineModel, traffic: TrafficIn) -> float:
+def _resident_sequences(built: ResolvedReplica, traffic: TrafficIn) -> float:
     """Most sequences one replica keeps resident at the mean lengths (closed-loop bracket)."""
     p, n = _mean_lengths(built, traffic)
     return float(
@@ -182,7 +182,7 @@ def _resident_sequences(built: EngineModel, traffic: TrafficIn) -> float:
 
 
 def _zero_load_screen(
-    built: EngineModel, traffic: TrafficIn, objective: ServiceLevelObjective
+    built: ResolvedReplica, traffic: TrafficIn, objective: ServiceLevelObjective
 ) -> tuple[Workload, float]:
     """Draw the requests (bounds and length checks as ``/v1/simulate``), refuse an SLO that an
     idle engine already misses, and return the zero-load p95 TTFT."""
@@ -202,17 +202,17 @@ def _zero_load_screen(
 
 def _prepared(
     body: SloEvaluateRequest | SloCapacityRequest, session: Session, index: CatalogIndex
-) -> tuple[EngineModel, ServiceLevelObjective, Workload, float]:
+) -> tuple[ResolvedReplica, ServiceLevelObjective, Workload, float]:
     """The engine model and the core objective of a request, after the zero-load screen: also
     the drawn requests and their zero-load p95 TTFT."""
-    built = request_engine_model(body, catalog=index.catalog, session=session)
+    built = request_replica(body, catalog=index.catalog, session=session)
     objective = body.slo.to_core()
     workload, zero_ttft_p95 = _zero_load_screen(built, body.traffic, objective)
     return built, objective, workload, zero_ttft_p95
 
 
 def _evaluate_run(
-    built: EngineModel,
+    built: ResolvedReplica,
     traffic: TrafficIn,
     objective: ServiceLevelObjective,
     *,
@@ -235,7 +235,7 @@ def _check_tier(body: SloEvaluateRequest) -> None:
 
 
 def _tier_a_screen(
-    body: SloEvaluateRequest, built: EngineModel, objective: ServiceLevelObjective
+    body: SloEvaluateRequest, built: ResolvedReplica, objective: ServiceLevelObjective
 ) -> tuple[SloEvaluation | None, AnalyticScreenOut | None, list[str]]:
     """Tier A's verdict at the offered rate (open loop, tiers ``auto`` and ``analytic``), its
     rendering and what it leaves out."""
@@ -324,7 +324,7 @@ class _Prober:
     simulated at a load (a quarter of the requests when short, the seed moved by the offset),
     counting the requests simulated."""
 
-    def __init__(self, built: EngineModel, traffic: TrafficIn, policy: Any) -> None:
+    def __init__(self, built: ResolvedReplica, traffic: TrafficIn, policy: Any) -> None:
         self.built, self.traffic, self.policy = built, traffic, policy
         self.simulated_requests = 0
 
@@ -348,7 +348,7 @@ class _Prober:
 
 def _plan(
     body: SloCapacityRequest,
-    built: EngineModel,
+    built: ResolvedReplica,
     objective: ServiceLevelObjective,
     probe: _Prober,
     zero_load_ttft_p95_s: float,

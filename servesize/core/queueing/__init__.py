@@ -14,10 +14,10 @@ utilisation and a :class:`ModelValidity` (exact or approximate, and under which 
 =================================  ====================================================
 """
 
-from servesize.core.queueing.ggc import GGcResult, allen_cunneen, ggc, kingman
-from servesize.core.queueing.littles_law import LittleQuantity, LittlesLawResult, littles_law
-from servesize.core.queueing.mg1 import MG1Result, mg1, service_scv_from_second_moment
-from servesize.core.queueing.mmc import MMcResult, erlang_b, erlang_c, mmc
+from servesize.core.queueing.little import LittleQuantity, LittlesLawResult, littles_law
+from servesize.core.queueing.queue_ggc import GGcResult, allen_cunneen, ggc, kingman
+from servesize.core.queueing.queue_mg1 import MG1Result, mg1, service_scv_from_second_moment
+from servesize.core.queueing.queue_mmc import MMcResult, erlang_b, erlang_c, mmc
 from servesize.core.queueing.validity import ModelValidity, PercentileSupport
 
 __all__ = [

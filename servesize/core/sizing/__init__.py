@@ -13,7 +13,9 @@ modeling.md §3.11).
 =============================  ==================================================================
 """
 
-from servesize.core.sizing.engine_args import sglang_args, vllm_args
+from servesize.core.sizing.defaults import default_max_model_len, upper_tokens
+from servesize.core.sizing.engine_args import Role, sglang_args, vllm_args
+from servesize.core.sizing.explanation import explain
 from servesize.core.sizing.inputs import DEFAULT_HEADROOM, SizingTraffic
 from servesize.core.sizing.result import (
     Plan,
@@ -33,12 +35,22 @@ from servesize.core.sizing.screen import (
     target_curves,
 )
 from servesize.core.sizing.search import MAX_CANDIDATES, SizingTooLargeError, size
-from servesize.core.sizing.space import Candidate, CandidateKind, SearchSpace, enumerate_candidates
+from servesize.core.sizing.slo_text import parse_slo
+from servesize.core.sizing.space import (
+    DEFAULT_KV_CACHE_DTYPES,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    Candidate,
+    CandidateKind,
+    SearchSpace,
+    enumerate_candidates,
+)
 from servesize.core.sizing.tier_a import replicas_needed
 from servesize.core.sizing.verify import FLEET_MAX_REPLICAS, MAX_EXTRA_REPLICAS
 
 __all__ = [
     "DEFAULT_HEADROOM",
+    "DEFAULT_KV_CACHE_DTYPES",
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "FLEET_MAX_REPLICAS",
     "MAX_CANDIDATES",
     "MAX_EXTRA_REPLICAS",
@@ -49,6 +61,7 @@ __all__ = [
     "Plan",
     "Predicted",
     "Rejection",
+    "Role",
     "ScreenResult",
     "SearchSpace",
     "SizingResult",
@@ -57,12 +70,16 @@ __all__ = [
     "TargetCurve",
     "VerificationMode",
     "ZeroLoadBest",
+    "default_max_model_len",
     "enumerate_candidates",
+    "explain",
+    "parse_slo",
     "replicas_needed",
     "screen_curve",
     "sglang_args",
     "size",
     "target_curves",
+    "upper_tokens",
     "vllm_args",
     "zero_load_infeasibility",
 ]

@@ -21,6 +21,7 @@ from servesize.core.traffic.lengths import (
     NormalLength,
     UniformLength,
 )
+from servesize.core.traffic.traces import Trace, TraceError, TraceFormat, check_trace, parse_trace
 from servesize.core.traffic.workload import (
     CLOSED_LOOP_WARNING,
     ClosedLoopWorkload,
@@ -44,11 +45,16 @@ __all__ = [
     "NormalLength",
     "OpenLoopWorkload",
     "ThinkProcess",
+    "Trace",
+    "TraceError",
+    "TraceFormat",
     "UniformLength",
     "Workload",
     "arrival_times_s",
+    "check_trace",
     "closed_loop_workload",
     "open_loop_workload",
+    "parse_trace",
     "trace_workload",
     "unit_rate_arrival_times",
 ]

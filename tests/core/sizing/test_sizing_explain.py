@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from servesize.core.sizing.explain import explain
+from servesize.core.sizing.explanation import explain
 from servesize.core.sizing.result import Plan, Rejection, SizingResult
 from servesize.core.sizing.space import Candidate
 

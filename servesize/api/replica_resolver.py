@@ -23,12 +23,11 @@ from servesize.schemas.models import ModelRef
 
 __all__ = [
     "RECENT_UPLOADS",
-    "EngineModel",
-    "EngineRequest",
+    "ReplicaRequest",
     "ResolvedReplica",
-    "engine_model",
-    "request_engine_model",
     "request_measurements",
+    "request_replica",
+    "resolve_replica",
 ]
 
 RECENT_UPLOADS = 20
@@ -55,11 +54,7 @@ class ResolvedReplica:
         return self.replica.step_model
 
 
-EngineModel = ResolvedReplica
-"""The former name, kept while the SLO routes move over."""
-
-
-class EngineRequest(Protocol):
+class ReplicaRequest(Protocol):
     """The request fields that choose a replica (``/v1/performance``, ``/v1/simulate``,
     ``/v1/slo/*``)."""
 
@@ -75,11 +70,11 @@ class EngineRequest(Protocol):
     def calibrated(self) -> bool: ...
 
 
-def request_engine_model(
-    body: EngineRequest, *, catalog: ModelCatalog, session: Session
+def request_replica(
+    body: ReplicaRequest, *, catalog: ModelCatalog, session: Session
 ) -> ResolvedReplica:
-    """:func:`engine_model` of a request's ``model``, ``hardware`` and ``deployment``."""
-    return engine_model(
+    """:func:`resolve_replica` of a request's ``model``, ``hardware`` and ``deployment``."""
+    return resolve_replica(
         model_ref=body.model,
         hardware_ref=body.hardware,
         deployment_in=body.deployment,
@@ -100,7 +95,7 @@ def request_measurements(hardware_ref: HardwareRef, session: Session) -> Measure
     return measured_profile(hardware_ref, uploads)
 
 
-def engine_model(
+def resolve_replica(
     *,
     model_ref: ModelRef,
     hardware_ref: HardwareRef,

@@ -10,7 +10,7 @@ from servesize.core.queueing._inputs import (
     server_count,
     stable_utilization,
 )
-from servesize.core.queueing.mmc import erlang_c
+from servesize.core.queueing.queue_mmc import erlang_c
 from servesize.core.queueing.validity import ModelValidity
 
 # Both formulas are heavy-traffic approximations; below this utilisation their error grows.
@@ -185,7 +185,7 @@ def allen_cunneen(
     Notes
     -----
     ``E[Wq] ≈ C(c, a) / (cμ - λ) · (c_a² + c_s²) / 2``: the exact M/M/c mean wait (Erlang C,
-    :func:`~servesize.core.queueing.mmc.erlang_c`) scaled by the variability factor. With both
+    :func:`~servesize.core.queueing.queue_mmc.erlang_c`) scaled by the variability factor. With both
     SCVs 1 it is the M/M/c mean; with ``c = 1`` it is Kingman's formula. For deterministic
     service and few servers it tends to underestimate a little (no Cosmetatos correction).
 
