@@ -103,7 +103,7 @@ __all__ = [
     "benchmark_client",
     "benchmark_workload",
     "client_concurrency",
-    "engine_config",
+    "replay_scheduler",
     "replayable",
     "request_overhead_s",
     "scheduler_ranks",
@@ -238,7 +238,7 @@ def sglang_mixes_chunks(version: str | None) -> bool:
     return version in _SGLANG_MIXED_CHUNK_VERSIONS
 
 
-def engine_config(
+def replay_scheduler(
     case: ServingCase, model: StepTimeModel, kv_tokens: float, client: BenchmarkClient
 ) -> SchedulerConfig:
     """Scheduler limits of the deployment that was measured (module docstring)."""
@@ -307,7 +307,7 @@ def simulate_cases(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean TTFT and TPOT of each case over its measured requests, in seconds, as the
     benchmark client computes them; ``profiles`` override the compiled engines' constants and
-    ``configure`` rewrites a case's :func:`engine_config` (for what-if replays)."""
+    ``configure`` rewrites a case's :func:`replay_scheduler` (for what-if replays)."""
     ttft = np.empty(len(cases))
     tpot = np.empty(len(cases))
     for i, case in enumerate(cases):
@@ -316,7 +316,7 @@ def simulate_cases(
             model = model.with_engine(profiles[case.row.engine])
         client = benchmark_client(case)
         workload = benchmark_workload(case, client, np.random.default_rng(seed))
-        config = engine_config(case, model, kv_tokens, client)
+        config = replay_scheduler(case, model, kv_tokens, client)
         if configure is not None:
             config = configure(case, config)
         result = simulate(
