@@ -32,7 +32,7 @@ from servesize.calibration.simulated import (
     benchmark_client,
     benchmark_workload,
     client_concurrency,
-    engine_config,
+    replay_scheduler,
     replayable,
     request_overhead_s,
     scheduler_ranks,
@@ -116,7 +116,7 @@ def test_trtllm_deployment_budget_is_batch_plus_prompt_plus_1500_in_whole_blocks
     case = find("trtllm", "meta-llama/Llama-3.1-8B", 4, 4096, 128, 32)
     _, compiled = calibration()
     model, kv_tokens = compiled[case.group]
-    config = engine_config(case, model, kv_tokens, AICONFIGURATOR_EVAL)
+    config = replay_scheduler(case, model, kv_tokens, AICONFIGURATOR_EVAL)
     # 32 + 4096 + 1500 = 5628 tokens -> 176 blocks of 32 = 5632; chunked prefill off.
     assert config.max_num_batched_tokens == 5632
     assert config.policy == "no_chunking"
@@ -128,7 +128,7 @@ def test_inferencemax_deployment_keeps_the_8192_token_chunked_budget() -> None:
     case = find("vllm", "meta-llama/Llama-3.1-70B", 8, 1024, 1024, 16)
     _, compiled = calibration()
     model, kv_tokens = compiled[case.group]
-    config = engine_config(case, model, kv_tokens, INFERENCEMAX)
+    config = replay_scheduler(case, model, kv_tokens, INFERENCEMAX)
     assert config.max_num_batched_tokens == 8192
     assert config.policy == "vllm_v1"
     assert config.output_delay_steps == 0
@@ -142,7 +142,7 @@ def test_attention_dp_rows_replay_the_recorded_client_count_over_pooled_ranks() 
     workload = benchmark_workload(case, AICONFIGURATOR_EVAL, np.random.default_rng(0))
     assert (workload.clients, workload.num_requests) == (192, 1920)
     model, kv_tokens = compiled[case.group]
-    config = engine_config(case, model, kv_tokens, AICONFIGURATOR_EVAL)
+    config = replay_scheduler(case, model, kv_tokens, AICONFIGURATOR_EVAL)
     # Per rank 48 + 4000 + 1500 = 5548 tokens -> 174 blocks of 32 = 5568; four ranks pooled.
     assert config.max_num_batched_tokens == 4 * 5568
     assert config.max_num_seqs == 192
@@ -167,7 +167,7 @@ def test_the_first_wave_queues_behind_its_own_prefills() -> None:
     workload = benchmark_workload(case, INFERENCEMAX, np.random.default_rng(0))
     result = simulate(
         workload,
-        engine_config(case, model, kv_tokens, INFERENCEMAX),
+        replay_scheduler(case, model, kv_tokens, INFERENCEMAX),
         steptime_adapter(model),
         overheads=ClientOverheads(preprocess_s=model.engine.request_overhead_s),
     )
@@ -270,12 +270,12 @@ def test_aiconfigurator_vllm_rows_chunk_with_the_generated_budget_and_no_output_
 
     vllm, trtllm = row("vllm", 8), row("trtllm", 1)
     assert benchmark_client(vllm) is benchmark_client(trtllm) is AICONFIGURATOR_EVAL
-    config = engine_config(vllm, *compiled[vllm.group], AICONFIGURATOR_EVAL)
+    config = replay_scheduler(vllm, *compiled[vllm.group], AICONFIGURATOR_EVAL)
     # vllm.rule: max_num_tokens = 8 + 1024 + 1500 = 2532 (no block rounding); vLLM v1 chunks.
     assert (config.max_num_batched_tokens, config.max_num_seqs) == (2532, 8)
     assert config.policy == "vllm_v1"
     assert config.output_delay_steps == 0
-    config = engine_config(trtllm, *compiled[trtllm.group], AICONFIGURATOR_EVAL)
+    config = replay_scheduler(trtllm, *compiled[trtllm.group], AICONFIGURATOR_EVAL)
     # trtllm.rule: 2532 rounded up to 80 blocks of 32 = 2560; whole prompts; overlap scheduler.
     assert config.max_num_batched_tokens == 2560
     assert config.policy == "no_chunking"
@@ -293,7 +293,7 @@ def test_aiconfigurator_sglang_0_5_1_rows_run_prefill_only_steps() -> None:
         and (c.row.input_tokens, c.row.output_tokens, c.row.concurrency) == (1024, 128, 16)
         and replayable(c)
     )
-    config = engine_config(case, *compiled[case.group], AICONFIGURATOR_EVAL)
+    config = replay_scheduler(case, *compiled[case.group], AICONFIGURATOR_EVAL)
     # sglang.rule: max_prefill_tokens = 1024 + 1500 = 2524, max_running_requests = C = 16; the
     # 0.5.1.post1 template never passes --enable-mixed-chunk, so decodes do not share a step.
     assert (config.max_num_batched_tokens, config.max_num_seqs) == (2524, 16)
