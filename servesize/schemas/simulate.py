@@ -15,6 +15,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from servesize.core.simulation import SchedulingPolicy
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
@@ -399,9 +400,7 @@ class SimulateRequest(_In):
     routing: Literal["round_robin", "random", "least_loaded"] = Field(
         default="round_robin", examples=["round_robin", "least_loaded"]
     )
-    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] | None = Field(
-        default=None, examples=["vllm_v1"]
-    )
+    policy: SchedulingPolicy | None = Field(default=None, examples=["vllm_v1"])
     """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching,
     without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait).
     Unset: the deployment engine's own — ``vllm_v1`` for vLLM, ``prefill_first`` for SGLang,

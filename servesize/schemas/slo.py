@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from servesize.core.simulation import SchedulingPolicy
 from servesize.core.slo import (
     METRICS,
     AttainmentTarget,
@@ -181,9 +182,7 @@ class SloEvaluateRequest(_In):
         default="round_robin", examples=["round_robin"]
     )
     """How the router spreads requests over the replicas."""
-    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] | None = Field(
-        default=None, examples=["vllm_v1"]
-    )
+    policy: SchedulingPolicy | None = Field(default=None, examples=["vllm_v1"])
     """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching,
     without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait).
     Unset: the deployment engine's own — ``vllm_v1`` for vLLM, ``prefill_first`` for SGLang,
@@ -229,9 +228,7 @@ class SloCapacityRequest(_In):
     ignored."""
     slo: SloIn = Field(examples=[{"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.05}}])
     """The objective; every target given must hold."""
-    policy: Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"] | None = Field(
-        default=None, examples=["vllm_v1"]
-    )
+    policy: SchedulingPolicy | None = Field(default=None, examples=["vllm_v1"])
     """Scheduler: vLLM v1 (running first, chunked prefill), Sarathi-style stall-free batching,
     without chunked prefill, or SGLang's default (prefill-only steps first, decodes wait).
     Unset: the deployment engine's own — ``vllm_v1`` for vLLM, ``prefill_first`` for SGLang,
