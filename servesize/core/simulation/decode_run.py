@@ -75,7 +75,8 @@ class DecodeRunAccelerator:
         transfer at or before its start, unless arrivals are absorbed, or a deadline before
         it); stepping then does the same with less work."""
         t = state.t
-        if not self.absorbs_arrivals(state, admission_blocked) and state.next_event() <= t:
+        absorb = admission_blocked and state.cap is None and not state.remote_kv
+        if not absorb and state.next_event() <= t:
             return True
         return state.next_deadline() < t
 

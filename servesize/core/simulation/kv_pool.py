@@ -50,6 +50,15 @@ class KVBlockPool:
         """Whether ``blocks`` can be taken at admission and leave the watermark free."""
         return blocks + self.watermark_blocks <= self.free_blocks
 
+    def admit(self, r: int, blocks: int, gate_blocks: int) -> bool:
+        """Admit request ``r`` with ``blocks`` more blocks if ``gate_blocks`` can be taken and
+        leave the watermark free; returns whether it was admitted."""
+        if gate_blocks + self.watermark_blocks > self.free_blocks:
+            return False
+        self.free_blocks -= blocks
+        self.held[r] += blocks
+        return True
+
     def growth(self, r: int, tokens: int) -> int:
         """Blocks request ``r`` must add to hold ``tokens`` tokens (0 if it holds enough)."""
         need = -(-tokens // self.block_size_tokens) - int(self.held[r])

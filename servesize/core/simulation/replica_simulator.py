@@ -196,6 +196,7 @@ class ReplicaSimulator(ReplicaState):
         """
         runs = self.runs
         policy = self.policy
+        pool = self.pool
         progressed = False
         while True:
             if runs.run is not None:
@@ -214,7 +215,7 @@ class ReplicaSimulator(ReplicaState):
                     # Drops at this boundary are its effects: the router must see them.
                     return True
                 return progressed
-            before = (self.arr_ptr, self.exited, self.n_moving, self.pool.free_blocks)
+            before = (self.arr_ptr, self.exited, self.n_moving, pool.free_blocks)
             # Clients that gave up leave first; then arrivals join (an arrival whose deadline
             # has already passed leaves at once).
             self.expire(t)
@@ -226,12 +227,7 @@ class ReplicaSimulator(ReplicaState):
                 return True
             plan = policy.decide(self, t)
             if plan is None:
-                progressed |= before != (
-                    self.arr_ptr,
-                    self.exited,
-                    self.n_moving,
-                    self.pool.free_blocks,
-                )
+                progressed |= before != (self.arr_ptr, self.exited, self.n_moving, pool.free_blocks)
                 if not self._idle_until_next_event(horizon_s, inclusive):
                     return progressed
                 progressed = True

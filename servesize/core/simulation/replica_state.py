@@ -294,13 +294,6 @@ class ReplicaState:
         self.waiting.appendleft(v)
         self.n_waiting += 1
 
-    def start_running(self, r: int, t: float) -> None:
-        """Waiting request ``r`` joins the running set's table flags (first admission at ``t``)."""
-        tab = self.tab
-        tab.is_running[r] = True
-        if math.isnan(tab.first_scheduled_s[r]):
-            tab.first_scheduled_s[r] = t
-
     # ------------------------------------------------------------------ steps
 
     def plan_step(
@@ -339,7 +332,7 @@ class ReplicaState:
             decodes,
             context,
             seqs,
-            self.pool.used_blocks,
+            self.pool.total_blocks - self.pool.free_blocks,
             self.n_waiting,
             int(self.running.size),
         )

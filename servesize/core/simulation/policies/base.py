@@ -12,6 +12,7 @@ shortage.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -140,10 +141,11 @@ class BatchFormation(ABC):
         tokens = want if want < left else left
         pool = state.pool
         need, gate = self.admission_blocks(c, tokens, total, int(pool.held[r]))
-        if not pool.admits(gate):
+        if not pool.admit(r, need, gate):
             return 0
-        pool.allocate(r, need)
-        state.start_running(r, t)
+        tab.is_running[r] = True
+        if math.isnan(tab.first_scheduled_s[r]):
+            tab.first_scheduled_s[r] = t
         return tokens
 
     def admit(
