@@ -32,11 +32,6 @@ class KVBlockPool:
         self.free_blocks = total_blocks
         self.held = held
 
-    @property
-    def used_blocks(self) -> int:
-        """Blocks held by requests."""
-        return self.total_blocks - self.free_blocks
-
     def blocks_for(self, tokens: int) -> int:
         """``ceil(tokens / block_size)``."""
         return -(-tokens // self.block_size_tokens)
