@@ -36,7 +36,7 @@ REPEATS = 2
 SEED = 20_240_611
 # A 7-8B-class model on one GPU, DistServe-style linear step time (illustrative coefficients).
 STEP = LinearStepTime(base_s=0.008, per_token_s=2e-5, per_context_token_s=2e-7)
-ENGINE = SchedulerConfig(
+SCHEDULER = SchedulerConfig(
     max_num_batched_tokens=8192, max_num_seqs=256, block_size_tokens=16, num_kv_blocks=40_000
 )
 
@@ -80,21 +80,21 @@ def _scenarios() -> list[Scenario]:
     transfer = KVTransfer(latency_s=0.002, bandwidth_bytes_per_s=25e9, kv_bytes_per_token=131_072)
     return [
         Scenario("10k requests, light load (1 replica)", 10_000,
-                 lambda skip: simulate(light, ENGINE, STEP, skip_decode_runs=skip)),
+                 lambda skip: simulate(light, SCHEDULER, STEP, skip_decode_runs=skip)),
         Scenario("10k requests, moderate load (1 replica)", 10_000,
-                 lambda skip: simulate(moderate, ENGINE, STEP, skip_decode_runs=skip)),
+                 lambda skip: simulate(moderate, SCHEDULER, STEP, skip_decode_runs=skip)),
         Scenario("10k requests, moderate load, KV-limited", 10_000,
                  lambda skip: simulate(moderate, tight, STEP, skip_decode_runs=skip)),
         Scenario("10k requests, 4 replicas round robin", 10_000,
-                 lambda skip: simulate(fleet, ENGINE, STEP, replicas=4, skip_decode_runs=skip)),
+                 lambda skip: simulate(fleet, SCHEDULER, STEP, replicas=4, skip_decode_runs=skip)),
         Scenario("10k requests, 4 replicas least loaded", 10_000,
-                 lambda skip: simulate(fleet, ENGINE, STEP, replicas=4, routing="least_loaded",
+                 lambda skip: simulate(fleet, SCHEDULER, STEP, replicas=4, routing="least_loaded",
                                        skip_decode_runs=skip)),
         Scenario("5k requests, closed loop, 64 clients", 5_000,
-                 lambda skip: simulate(closed, ENGINE, STEP, skip_decode_runs=skip)),
+                 lambda skip: simulate(closed, SCHEDULER, STEP, skip_decode_runs=skip)),
         Scenario("10k requests, disaggregated 1P + 1D", 10_000,
                  lambda skip: simulate_disaggregated(
-                     moderate, prefill=prefill, decode=ENGINE, prefill_step_time=STEP,
+                     moderate, prefill=prefill, decode=SCHEDULER, prefill_step_time=STEP,
                      decode_step_time=STEP, transfer=transfer, skip_decode_runs=skip)),
     ]  # fmt: skip
 

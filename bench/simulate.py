@@ -41,20 +41,20 @@ INPUT_TOKENS, OUTPUT_TOKENS = 1024, 128
 REPEATS = 5
 
 
-def _engine() -> tuple[SchedulerConfig, StepTimeModel, int]:
+def _replica() -> tuple[SchedulerConfig, StepTimeModel, int]:
     arch = ModelCatalog(CATALOGUE).architecture("meta-llama/Llama-3.1-8B")
     gpu = reference_gpu("H100 SXM")
     plan = plan_memory(arch, gpu, Deployment(max_model_len=8192))
     res = plan.deployment
     model = build_step_model(arch, gpu, engine="vllm", measured=load_measured_profile())
     assert res.max_num_seqs is not None
-    engine = SchedulerConfig(
+    scheduler = SchedulerConfig(
         max_num_batched_tokens=res.max_num_batched_tokens,
         max_num_seqs=res.max_num_seqs,
         block_size_tokens=plan.kv_block_size,
         num_kv_blocks=plan.kv_blocks,
     )
-    return engine, model, plan.kv_capacity_tokens
+    return scheduler, model, plan.kv_capacity_tokens
 
 
 def _workload(n: int, rate: float, seed: int) -> OpenLoopWorkload:
@@ -69,17 +69,17 @@ def _workload(n: int, rate: float, seed: int) -> OpenLoopWorkload:
 
 
 def _timed(
-    n: int, rate: float, engine: SchedulerConfig, step_time: SimulatorStepTime
+    n: int, rate: float, scheduler: SchedulerConfig, step_time: SimulatorStepTime
 ) -> tuple[float, SimulationResult]:
     """Wall seconds of one simulation of the speed workload, and its result."""
     workload = _workload(n, rate, seed=1)
     started = time.perf_counter()
-    result = simulate(workload, engine, step_time)
+    result = simulate(workload, scheduler, step_time)
     return time.perf_counter() - started, result
 
 
 def speed() -> None:
-    engine, model, kv_tokens = _engine()
+    scheduler, model, kv_tokens = _replica()
     tier_a = open_loop(
         model,
         arrival_rate_per_s=1.0,
@@ -105,7 +105,7 @@ def speed() -> None:
         for key, _, step_time in models:
             if key == "exact" and repeat:
                 continue
-            wall, results[key] = _timed(n, rate, engine, step_time)
+            wall, results[key] = _timed(n, rate, scheduler, step_time)
             walls[key] = min(wall, walls.get(key, wall))
     for key, label, _ in models:
         print(f"{label:<42} {n:>6} requests at {rate:6.2f}/s: {n / walls[key]:8.0f} requests/s")
@@ -134,7 +134,7 @@ def speed() -> None:
 
 
 def agreement() -> None:
-    engine, model, kv_tokens = _engine()
+    scheduler, model, kv_tokens = _replica()
     adapter = steptime_adapter(model)
     overhead = ClientOverheads(preprocess_s=model.engine.request_overhead_s)
     saturation = open_loop(
@@ -158,7 +158,7 @@ def agreement() -> None:
             output_tokens=OUTPUT_TOKENS,
             kv_capacity_tokens=kv_tokens,
         )
-        result = simulate(_workload(3000, rate, seed=7), engine, adapter, overheads=overhead)
+        result = simulate(_workload(3000, rate, seed=7), scheduler, adapter, overheads=overhead)
         b = result.summary()
         print(
             f"{load:>5.2f} {rate:>7.2f}  {a.ttft_mean_s * 1e3:>9.1f}/{b.ttft_s.mean * 1e3:<9.1f}"

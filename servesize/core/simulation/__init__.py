@@ -1,13 +1,14 @@
 """Tier B: an iteration-level simulator of LLM serving engines (modeling.md §3).
 
-One engine replica is stepped batch by batch with vLLM v1 scheduling semantics (token budget,
-running requests first, chunked prefill, ``max_num_seqs``, KV-block admission, preemption by
-recompute), or Sarathi-style stall-free batching, or without chunking, or SGLang's prefill-first
-scheduler (:func:`engine_scheduler` picks an engine's own). Replicas sit behind a
-router; prefill/decode disaggregation adds a KV transfer between two pools. Step durations come
-from any vectorised :class:`StepTimeModel`. The run returns a :class:`SimulationResult` of numpy
-arrays whose :meth:`~SimulationResult.summary` gives TTFT, TPOT, ITL, E2E, throughput, goodput,
-failures and a stability verdict, following modeling.md §4.
+One serving-engine replica is stepped batch by batch with vLLM v1 scheduling semantics (token
+budget, running requests first, chunked prefill, ``max_num_seqs``, KV-block admission, preemption
+by recompute), or Sarathi-style stall-free batching, or without chunking, or SGLang's
+prefill-first scheduler (:func:`engine_scheduler` picks an engine's own; one module per policy
+in :mod:`.policies`). Replicas sit behind a router; prefill/decode disaggregation adds a KV
+transfer between two pools. Step durations come from any vectorised :class:`StepTimeModel`.
+The run returns a :class:`SimulationResult` of numpy arrays whose
+:meth:`~SimulationResult.summary` gives TTFT, TPOT, ITL, E2E, throughput, goodput, failures and a
+stability verdict, following modeling.md §4.
 
 ============================  ===================================================================
 ``simulate``                  one pool of identical replicas, open or closed loop

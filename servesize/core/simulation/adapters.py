@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servesize.core.simulation.steptime import DecodeRunStepTime, SingleStepTime
 from servesize.core.steptime import StepTimeModel as RooflineStepModel
 from servesize.core.steptime import StepWork
 from servesize.core.steptime.fast import FastStepTime, fast_step_time
@@ -116,9 +117,10 @@ class StepTimeAdapter:
         return np.maximum(np.asarray(total, dtype=np.float64), MIN_STEP_S)
 
 
-class FastStepTimeAdapter:
+class FastStepTimeAdapter(SingleStepTime, DecodeRunStepTime):
     """:class:`StepTimeAdapter`'s durations, one step at a time in Python floats (see the
-    module docstring); :meth:`single_step_s` costs a single step without building arrays."""
+    module docstring); it has both fast paths of the simulator's protocol: :meth:`single_step_s`
+    costs a single step without building arrays, :meth:`decode_run_s` a run of decode steps."""
 
     __slots__ = ("fast", "model")
 

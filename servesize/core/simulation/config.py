@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -125,7 +125,7 @@ class SchedulerConfig:
         _positive_int("max_num_seqs", self.max_num_seqs)
         _positive_int("block_size_tokens", self.block_size_tokens)
         _positive_int("num_kv_blocks", self.num_kv_blocks)
-        if self.policy not in ("vllm_v1", "sarathi", "no_chunking", "prefill_first"):
+        if self.policy not in get_args(SchedulingPolicy):
             raise ValueError(f"unknown policy {self.policy!r}")
         if (
             isinstance(self.watermark_blocks, bool)

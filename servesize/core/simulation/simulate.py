@@ -4,15 +4,15 @@ prefill/decode disaggregation.
 Execution strategy (modeling.md §3.5):
 
 * one replica, or round-robin / random routing of an open loop: the routing does not depend on
-  engine state, so requests are split up front and each replica runs on its own (exact);
+  replica state, so requests are split up front and each replica runs on its own (exact);
 * least-loaded routing, closed loops and disaggregation couple the replicas: a conservative
   event loop lets every replica make scheduling decisions only before the earliest time at which
   something could still be sent to it (the next request to route into its pool, or the next
   decision of a replica that feeds the pool — anything that replica emits comes strictly later),
   and routes each request once no replica can emit anything earlier. A decided step is applied
   at once even if it ends after that time; the router counts a replica's departures only once
-  they have happened (:meth:`Engine.outstanding_at`). Requests sent at the same instant are
-  routed in id order.
+  they have happened (:meth:`ReplicaSimulator.outstanding_at`). Requests sent at the same
+  instant are routed in id order.
 
 Routing (after Vidur's global schedulers, ``microsoft/vidur:vidur/scheduler/global_scheduler``):
 ``round_robin`` — request ``k`` of a pool to replica ``k mod R``; ``random`` — uniform choices
@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from servesize.core.simulation.config import ClientOverheads, KVTransfer, Routing, SchedulerConfig
-from servesize.core.simulation.engine import ACTIVE, UNSENT, Engine, RequestTable
+from servesize.core.simulation.replica_simulator import ReplicaSimulator
+from servesize.core.simulation.requests import ACTIVE, UNSENT, RequestTable
 from servesize.core.simulation.result import SimulationResult
 from servesize.core.simulation.steptime import StepTimeModel
 from servesize.core.traffic.workload import (
@@ -46,7 +47,7 @@ _ROUTINGS = ("round_robin", "random", "least_loaded")
 _PROGRESS_REPORTS = 100
 
 Progress = Callable[[int, int], None]
-"""``progress(finished, total)``: requests that have left the engines so far, of all."""
+"""``progress(finished, total)``: requests that have left the replicas so far, of all."""
 
 
 def _finished(table: RequestTable) -> int:
@@ -54,15 +55,15 @@ def _finished(table: RequestTable) -> int:
 
 
 def _advance_reporting(
-    engine: Engine, times_s: np.ndarray, table: RequestTable, progress: Progress
+    sim: ReplicaSimulator, times_s: np.ndarray, table: RequestTable, progress: Progress
 ) -> None:
-    """``engine.advance()`` in slices that end at every ``1/100``-th of its send times,
+    """``sim.advance()`` in slices that end at every ``1/100``-th of its send times,
     reporting after each (the same decisions as one call: each slice stops at a horizon)."""
     stride = max(1, times_s.size // _PROGRESS_REPORTS)
     for horizon in times_s[stride::stride].tolist():
-        engine.advance(horizon, False)
+        sim.advance(horizon, False)
         progress(_finished(table), table.size)
-    engine.advance()
+    sim.advance()
 
 
 def _tighter(h: tuple[float, bool], t: float, inclusive: bool) -> tuple[float, bool]:
@@ -104,7 +105,7 @@ def _check_routing(routing: Routing, replicas: int, rng: np.random.Generator | N
 class _Pool:
     """Replicas that share a router."""
 
-    engines: list[Engine]
+    members: list[ReplicaSimulator]
     routing: Routing
     choices: np.ndarray | None
     routed: int = 0
@@ -130,18 +131,18 @@ class _Pool:
         t, _, r = heapq.heappop(self.heap)
         return t, r
 
-    def choose(self, t: float) -> Engine:
+    def choose(self, t: float) -> ReplicaSimulator:
         k = self.routed
         self.routed += 1
-        n = len(self.engines)
+        n = len(self.members)
         if n == 1:
-            return self.engines[0]
+            return self.members[0]
         if self.routing == "round_robin":
-            return self.engines[k % n]
+            return self.members[k % n]
         if self.routing == "random":
             assert self.choices is not None
-            return self.engines[int(self.choices[k])]
-        return min(self.engines, key=lambda e: (e.outstanding_at(t), e.index))
+            return self.members[int(self.choices[k])]
+        return min(self.members, key=lambda s: (s.outstanding_at(t), s.index))
 
 
 def _draw_choices(
@@ -188,7 +189,7 @@ class _Coupled:
                         reach.add(k)
                         frontier.append(k)
             self.closure.append(reach)
-        self.pool_of = {id(e): i for i, p in enumerate(pools) for e in p.engines}
+        self.pool_of = {id(s): i for i, p in enumerate(pools) for s in p.members}
 
     def inject(self, pool: int, t: float, r: int) -> None:
         heapq.heappush(self.pools[pool].heap, (t, self.seq, r))
@@ -205,19 +206,19 @@ class _Coupled:
         self.tab.send(j, send)
         self.inject(self.entry, send, j)
 
-    def collect(self, engine: Engine) -> None:
+    def collect(self, sim: ReplicaSimulator) -> None:
         tab = self.tab
-        for r in engine.exits:
+        for r in sim.exits:
             if tab.status[r] == ACTIVE:  # prefill done: hand over to the decode pool
                 assert self.decode is not None
-                tab.computed[r] = 0
-                self.inject(self.decode, float(tab.handoff[r]), r)
+                tab.computed_tokens[r] = 0
+                self.inject(self.decode, float(tab.handoff_s[r]), r)
             elif self.closed is not None:
-                self.send_next(float(tab.exit[r]) + tab.overhead_s)
-        engine.exits.clear()
+                self.send_next(float(tab.exit_s[r]) + tab.overhead_s)
+        sim.exits.clear()
 
-    def horizon(self, pool: int, engine: Engine) -> tuple[float, bool]:
-        """Latest decision time for ``engine``: ``(t, inclusive)``.
+    def horizon(self, pool: int, sim: ReplicaSimulator) -> tuple[float, bool]:
+        """Latest decision time for replica ``sim``: ``(t, inclusive)``.
 
         A request routed to its own pool at ``t`` must be seen by a decision at ``t``
         (exclusive). A replica that feeds the pool, directly or through another pool, and next
@@ -228,15 +229,15 @@ class _Coupled:
         for q in self.closure[pool]:
             if q != pool:
                 h = _tighter(h, self.pools[q].next_send(), True)
-            for f in self.pools[q].engines:
-                if f is not engine:
+            for f in self.pools[q].members:
+                if f is not sim:
                     h = _tighter(h, f.next_decision_s(), True)
         return h
 
     def routable(self, pool: int, t: float) -> bool:
         """No replica feeding ``pool`` can still emit a request before ``t``."""
         return all(
-            f.next_decision_s() >= t for q in self.closure[pool] for f in self.pools[q].engines
+            f.next_decision_s() >= t for q in self.closure[pool] for f in self.pools[q].members
         )
 
     def run(self) -> None:
@@ -246,12 +247,12 @@ class _Coupled:
         while True:
             progressed = False
             for i, pool in enumerate(pools):
-                for e in pool.engines:
-                    h_t, h_incl = self.horizon(i, e)
-                    if e.advance(h_t, h_incl):
+                for s in pool.members:
+                    h_t, h_incl = self.horizon(i, s)
+                    if s.advance(h_t, h_incl):
                         progressed = True
-                    if e.exits:
-                        self.collect(e)
+                    if s.exits:
+                        self.collect(s)
                         progressed = True
             while True:
                 best, t = -1, _INF
@@ -262,10 +263,10 @@ class _Coupled:
                 if best < 0 or not self.routable(best, t):
                     break
                 pool = pools[best]
-                for e in pool.engines:
-                    e.advance(t, False)
-                    if e.exits:
-                        self.collect(e)
+                for s in pool.members:
+                    s.advance(t, False)
+                    if s.exits:
+                        self.collect(s)
                 if pool.next_send() < t:
                     continue  # an exit at <= t created an earlier send; route that first
                 t, r = pool.pop()
@@ -283,7 +284,7 @@ class _Coupled:
                     self.progress(_finished(tab), tab.size)
             if not progressed:
                 if any(p.next_send() < _INF for p in pools) or any(
-                    e.next_decision_s() < _INF for p in pools for e in p.engines
+                    s.next_decision_s() < _INF for p in pools for s in p.members
                 ):
                     raise RuntimeError("simulation stalled with work left (internal error)")
                 return
@@ -291,48 +292,48 @@ class _Coupled:
 
 def _collect_result(
     table: RequestTable,
-    engines: list[Engine],
+    sims: list[ReplicaSimulator],
     roles: tuple[str, ...],
     *,
     overhead_s: float,
     closed_loop: bool,
 ) -> SimulationResult:
-    for e in engines:
-        e.close()
+    for s in sims:
+        s.close()
     if np.any(table.status < 0):
         stuck = int(np.sum(table.status == ACTIVE)) + int(np.sum(table.status == UNSENT))
         raise RuntimeError(f"{stuck} requests never finished (internal error)")
-    logs = [e.log.finish() for e in engines]
+    logs = [s.log.finish() for s in sims]
     step_replica = np.concatenate(
         [
-            np.full(log["start_s"].size, e.index, dtype=np.int32)
-            for e, log in zip(engines, logs, strict=True)
+            np.full(log["start_s"].size, s.index, dtype=np.int32)
+            for s, log in zip(sims, logs, strict=True)
         ]
     )
 
     def steps(name: str) -> np.ndarray:
         return np.concatenate([log[name] for log in logs])
 
-    itl_irregular = np.array([g for e in engines for g in e.itl_extra_s], dtype=np.float64)
-    idle = sum(n * (b - a) for e in engines for a, b, n in e.idle)
-    measured_arrivals = table.arrival[table.in_window]
+    itl_irregular = np.array([g for s in sims for g in s.itl_extra_s], dtype=np.float64)
+    idle = sum(n * (b - a) for s in sims for a, b, n in s.idle)
+    measured_arrivals = table.arrival_s[table.in_window]
     return SimulationResult(
-        arrival_s=table.arrival.copy(),
-        prompt_tokens=table.prompt.copy(),
-        output_tokens=table.output.copy(),
+        arrival_s=table.arrival_s.copy(),
+        prompt_tokens=table.prompt_tokens.copy(),
+        output_tokens=table.output_tokens.copy(),
         status=table.status.copy(),
         in_window=table.in_window.copy(),
         replica=table.replica.copy(),
         decode_replica=table.decode_replica.copy(),
-        first_scheduled_s=table.first_scheduled.copy(),
-        first_token_s=table.first_token.copy(),
-        finish_s=table.finish.copy(),
-        exit_s=table.exit.copy(),
-        generated_tokens=table.num_tokens - table.prompt,
-        num_preemptions=table.preemptions.copy(),
-        prefill_done_s=table.handoff.copy(),
-        transfer_start_s=table.xfer_start.copy(),
-        transfer_end_s=table.xfer_end.copy(),
+        first_scheduled_s=table.first_scheduled_s.copy(),
+        first_token_s=table.first_token_s.copy(),
+        finish_s=table.finish_s.copy(),
+        exit_s=table.exit_s.copy(),
+        generated_tokens=table.num_tokens - table.prompt_tokens,
+        num_preemptions=table.num_preemptions.copy(),
+        prefill_done_s=table.handoff_s.copy(),
+        transfer_start_s=table.transfer_start_s.copy(),
+        transfer_end_s=table.transfer_end_s.copy(),
         step_replica=step_replica,
         step_start_s=steps("start_s"),
         step_duration_s=steps("duration_s"),
@@ -348,8 +349,8 @@ def _collect_result(
         step_itl_weight=steps("itl_weight"),
         itl_irregular_s=itl_irregular,
         idle_in_system_integral_s=float(idle),
-        arrival_lag_integral_s=float(sum(e.lag_s for e in engines)),
-        kv_blocks_total=np.array([e.total_blocks for e in engines], dtype=np.int64),
+        arrival_lag_integral_s=float(sum(s.lag_s for s in sims)),
+        kv_blocks_total=np.array([s.total_blocks for s in sims], dtype=np.int64),
         engine_roles=roles,
         overhead_s=overhead_s,
         window_start_s=float(measured_arrivals.min()),
@@ -361,7 +362,7 @@ def _collect_result(
 
 def simulate(
     workload: Workload,
-    engine: SchedulerConfig,
+    scheduler: SchedulerConfig,
     step_time: StepTimeModel,
     *,
     replicas: int = 1,
@@ -377,7 +378,7 @@ def simulate(
     ----------
     workload : OpenLoopWorkload or ClosedLoopWorkload
         Requests, send times (or clients) and the measurement window.
-    engine : SchedulerConfig
+    scheduler : SchedulerConfig
         Scheduler and KV settings of every replica.
     step_time : StepTimeModel
         Vectorised step duration (see :mod:`servesize.core.simulation.steptime`).
@@ -418,11 +419,11 @@ def simulate(
     table = _table(workload, total_overhead)
     closed = isinstance(workload, ClosedLoopWorkload)
     coupled = closed or (routing == "least_loaded" and replicas > 1)
-    engines = [
-        Engine(
+    sims = [
+        ReplicaSimulator(
             i,
             table,
-            engine,
+            scheduler,
             step_time,
             skip_decode_runs=skip_decode_runs,
             stop_on_exit=closed,
@@ -443,18 +444,18 @@ def simulate(
             assert choices is not None
             assignment = choices
         table.replica[:] = assignment
-        for i, e in enumerate(engines):
+        for i, s in enumerate(sims):
             mine = ids[assignment == i]
-            e.push_many(mine, workload.arrival_s[mine])
+            s.push_many(mine, workload.arrival_s[mine])
             if progress is None:
-                e.advance()
+                s.advance()
             else:
-                _advance_reporting(e, workload.arrival_s[mine], table, progress)
-            e.exits.clear()
+                _advance_reporting(s, workload.arrival_s[mine], table, progress)
+            s.exits.clear()
         if progress is not None:
             progress(table.size, table.size)
-        return _collect_result(table, engines, roles, overhead_s=total_overhead, closed_loop=False)
-    pool = _Pool(engines=engines, routing=routing, choices=choices)
+        return _collect_result(table, sims, roles, overhead_s=total_overhead, closed_loop=False)
+    pool = _Pool(members=sims, routing=routing, choices=choices)
     driver = _Coupled(
         table,
         [pool],
@@ -468,7 +469,7 @@ def simulate(
     driver.run()
     if progress is not None:
         progress(table.size, table.size)
-    return _collect_result(table, engines, roles, overhead_s=total_overhead, closed_loop=closed)
+    return _collect_result(table, sims, roles, overhead_s=total_overhead, closed_loop=closed)
 
 
 def _start(driver: _Coupled, entry: _Pool, workload: Workload, table: RequestTable) -> None:
@@ -505,7 +506,7 @@ def simulate_disaggregated(
     free, reserves them and pulls its KV (``transfer.transfer_time_s``); the blocks stay reserved
     from the start of the transfer (vLLM ``WAITING_FOR_REMOTE_KVS``). Then it is admitted like a
     resumed request with its prompt already computed and decodes the remaining ``N - 1`` tokens.
-    Requests with ``N = 1`` finish on the prefill replica. Engine ids: prefill replicas first,
+    Requests with ``N = 1`` finish on the prefill replica. Replica ids: prefill replicas first,
     then decode replicas; ``replica`` is the prefill replica and ``decode_replica`` the decode one.
 
     The prefill replica frees its KV when the prefill completes (vLLM keeps it until the decode
@@ -515,14 +516,16 @@ def simulate_disaggregated(
     _check_routing(decode_routing, decode_replicas, routing_rng)
     total_overhead = (overheads or ClientOverheads()).total_s
     table = _table(workload, total_overhead)
-    table.xfer_time[:] = transfer.transfer_time_s(table.prompt)
+    table.transfer_s[:] = transfer.transfer_time_s(table.prompt_tokens)
     closed = isinstance(workload, ClosedLoopWorkload)
-    prefill_engines = [
-        Engine(i, table, prefill, prefill_step_time, prefill_only=True, stop_on_exit=closed)
+    prefill_sims = [
+        ReplicaSimulator(
+            i, table, prefill, prefill_step_time, prefill_only=True, stop_on_exit=closed
+        )
         for i in range(prefill_replicas)
     ]
-    decode_engines = [
-        Engine(
+    decode_sims = [
+        ReplicaSimulator(
             prefill_replicas + i,
             table,
             decode,
@@ -537,8 +540,8 @@ def simulate_disaggregated(
     p_choices = _draw_choices(prefill_routing, prefill_replicas, table.size, routing_rng)
     d_choices = _draw_choices(decode_routing, decode_replicas, table.size, routing_rng)
     pools = [
-        _Pool(engines=prefill_engines, routing=prefill_routing, choices=p_choices),
-        _Pool(engines=decode_engines, routing=decode_routing, choices=d_choices),
+        _Pool(members=prefill_sims, routing=prefill_routing, choices=p_choices),
+        _Pool(members=decode_sims, routing=decode_routing, choices=d_choices),
     ]
     # Prefill replicas feed the decode pool; in a closed loop every finish (on a decode replica,
     # or on a prefill replica for one-token outputs) makes a client send again.
@@ -559,7 +562,7 @@ def simulate_disaggregated(
     roles = ("prefill",) * prefill_replicas + ("decode",) * decode_replicas
     return _collect_result(
         table,
-        prefill_engines + decode_engines,
+        prefill_sims + decode_sims,
         roles,
         overhead_s=total_overhead,
         closed_loop=closed,

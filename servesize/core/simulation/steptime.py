@@ -18,19 +18,27 @@ equally long numpy arrays so that a run of steps is evaluated in one call (model
 A model returns the step durations in seconds (float64, ``> 0``). Any back-end (roofline,
 measured table, fitted regression) is adapted to this signature; the simulator never calls a
 model per token.
+
+Two optional fast paths, each a protocol of its own that the simulator checks with
+``isinstance``: :class:`SingleStepTime` costs one step from Python numbers (no arrays), and
+:class:`DecodeRunStepTime` costs a run of pure-decode steps of one batch. Each must return
+exactly what the vectorised call returns for the same steps (the decode-run skipping is exact
+only then).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 
 class StepTimeModel(Protocol):
     """Vectorised step duration: five arrays of per-step features in, seconds out."""
+
+    __slots__ = ()
 
     def __call__(
         self,
@@ -42,6 +50,38 @@ class StepTimeModel(Protocol):
         /,
     ) -> np.ndarray:
         """Durations in seconds, one per step, ``float64`` and ``> 0``."""
+        ...
+
+
+@runtime_checkable
+class SingleStepTime(StepTimeModel, Protocol):
+    """A step-time model that also costs a single step without arrays."""
+
+    __slots__ = ()
+
+    def single_step_s(
+        self,
+        prefill_tokens: float,
+        prefill_attention_work: float,
+        decode_seqs: float,
+        decode_context_tokens: float,
+        num_seqs: float,
+        /,
+    ) -> float:
+        """The duration of one step in seconds: element 0 of the vectorised call on those
+        features."""
+        ...
+
+
+@runtime_checkable
+class DecodeRunStepTime(StepTimeModel, Protocol):
+    """A step-time model that also costs a run of pure-decode steps of one batch."""
+
+    __slots__ = ()
+
+    def decode_run_s(self, decode_seqs: int, decode_context_tokens: np.ndarray, /) -> np.ndarray:
+        """Durations in seconds of steps ``(0, 0, B, C_k, B)``, one per context ``C_k``: the
+        vectorised call on those steps."""
         ...
 
 

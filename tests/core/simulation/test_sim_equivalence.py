@@ -279,3 +279,24 @@ def test_closed_loop_equals_the_replay_of_its_send_times(
     assert np.array_equal(replay.exit_s, closed.exit_s[order])
     assert np.array_equal(replay.status, closed.status[order])
     assert np.array_equal(replay.replica, closed.replica[order])
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios(), st.integers(1, 3))
+def test_skipping_matches_stepping_with_an_output_delay(
+    scenario: tuple[OpenLoopWorkload, SchedulerConfig, StepTimeModel], clients: int
+) -> None:
+    base, config, model = scenario
+    config = replace(config, output_delay_steps=1)
+    closed = ClosedLoopWorkload(
+        clients=clients,
+        think_time_s=np.full(base.num_requests, 0.25),
+        prompt_tokens=base.prompt_tokens,
+        output_tokens=base.output_tokens,
+        timeout_s=base.timeout_s,
+    )
+    for workload in (base, closed):
+        assert_identical(
+            simulate(workload, config, model, skip_decode_runs=True),
+            simulate(workload, config, model, skip_decode_runs=False),
+        )

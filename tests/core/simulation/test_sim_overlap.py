@@ -19,7 +19,8 @@ from servesize.core.simulation import (
     StepTimeModel,
     simulate,
 )
-from servesize.core.simulation.engine import Engine, RequestTable
+from servesize.core.simulation.replica_simulator import ReplicaSimulator
+from servesize.core.simulation.requests import RequestTable
 from servesize.core.traffic import FixedLength, closed_loop_workload, trace_workload
 from tests.core.simulation.test_sim_equivalence import assert_identical
 
@@ -234,4 +235,4 @@ def test_option_is_refused_on_disaggregated_workers(role: dict[str, bool]) -> No
         overhead_s=0.0,
     )
     with pytest.raises(ValueError, match="aggregated"):
-        Engine(0, table, DELAYED, ConstantStepTime(0.25), **role)
+        ReplicaSimulator(0, table, DELAYED, ConstantStepTime(0.25), **role)

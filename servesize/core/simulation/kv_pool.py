@@ -1,0 +1,142 @@
+"""A replica's KV block pool: allocation, freeing and preemption victims (internal).
+
+A request holding ``c`` tokens in the KV cache holds ``ceil(c / block_size)`` blocks (vLLM v1
+``KVCacheManager.allocate_slots``); blocks are allocated when a step schedules tokens and freed
+when the request leaves, times out or is preempted (recompute: all its blocks at once). The pool
+is the only writer of the free count and of the request table's ``kv_blocks`` column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_sum = np.add.reduce
+
+
+class KVBlockPool:
+    """``total_blocks`` blocks of ``block_size_tokens`` tokens, ``watermark_blocks`` of which
+    must stay free after an admission.
+
+    ``held`` is the request table's ``kv_blocks`` array (shared by the replicas of a
+    simulation; a request is held by one replica at a time).
+    """
+
+    __slots__ = ("block_size_tokens", "free_blocks", "held", "total_blocks", "watermark_blocks")
+
+    def __init__(
+        self, *, block_size_tokens: int, total_blocks: int, watermark_blocks: int, held: np.ndarray
+    ) -> None:
+        self.block_size_tokens = block_size_tokens
+        self.total_blocks = total_blocks
+        self.watermark_blocks = watermark_blocks
+        self.free_blocks = total_blocks
+        self.held = held
+
+    def blocks_for(self, tokens: int) -> int:
+        """``ceil(tokens / block_size)``."""
+        return -(-tokens // self.block_size_tokens)
+
+    def never_fits(self, tokens: np.ndarray) -> np.ndarray:
+        """Whether a sequence of ``tokens`` could never be admitted, even to an empty pool."""
+        bs = self.block_size_tokens
+        return np.asarray((tokens + (bs - 1)) // bs + self.watermark_blocks > self.total_blocks)
+
+    def admits(self, blocks: int) -> bool:
+        """Whether ``blocks`` can be taken at admission and leave the watermark free."""
+        return blocks + self.watermark_blocks <= self.free_blocks
+
+    def admit(self, r: int, blocks: int, gate_blocks: int) -> bool:
+        """Admit request ``r`` with ``blocks`` more blocks if ``gate_blocks`` can be taken and
+        leave the watermark free; returns whether it was admitted."""
+        if gate_blocks + self.watermark_blocks > self.free_blocks:
+            return False
+        self.free_blocks -= blocks
+        self.held[r] += blocks
+        return True
+
+    def growth(self, r: int, tokens: int) -> int:
+        """Blocks request ``r`` must add to hold ``tokens`` tokens (0 if it holds enough)."""
+        need = -(-tokens // self.block_size_tokens) - int(self.held[r])
+        return need if need > 0 else 0
+
+    def allocate(self, r: int, blocks: int) -> None:
+        """Give request ``r`` ``blocks`` more blocks (the caller has checked they are free)."""
+        self.free_blocks -= blocks
+        self.held[r] += blocks
+
+    def reserve(self, r: int, blocks: int) -> None:
+        """Reserve ``blocks`` for request ``r``'s incoming KV transfer (it holds none yet)."""
+        self.free_blocks -= blocks
+        self.held[r] = blocks
+
+    def grow_to(self, ids: np.ndarray, tokens: np.ndarray) -> bool:
+        """Grow every request ``ids[i]`` to hold ``tokens[i]`` tokens if all the new blocks are
+        free (then returns True); else change nothing and return False."""
+        bs = self.block_size_tokens
+        held = self.held
+        need = (tokens + (bs - 1)) // bs - held[ids]
+        np.maximum(need, 0, out=need)
+        total = int(_sum(need))
+        if total > self.free_blocks:
+            return False
+        self.free_blocks -= total
+        held[ids] += need
+        return True
+
+    def allocate_or_preempt(
+        self, ids: list[int], tokens: list[int], computed: np.ndarray
+    ) -> tuple[int, list[int], bool]:
+        """Allocate for ``computed[ids[i]] + tokens[i]`` tokens in order; on shortage free the
+        blocks of the last request of ``ids`` not yet preempted (vLLM ``running.pop()``, Sarathi
+        ``running.pop(-1)``) until the allocation fits or the request preempted itself.
+
+        Returns how many of ``ids`` (a prefix) got their blocks, the preempted requests in
+        preemption order (their blocks are freed here; the caller requeues them), and whether
+        the last request considered preempted itself.
+        """
+        held, bs = self.held, self.block_size_tokens
+        keep = len(ids)
+        free = self.free_blocks
+        victims: list[int] = []
+        self_preempted = False
+        i = 0
+        while i < keep:
+            r = ids[i]
+            ni = tokens[i]
+            need = 0 if ni == 0 else max(-(-(int(computed[r]) + ni) // bs) - int(held[r]), 0)
+            while need > free:
+                keep -= 1
+                v = ids[keep]
+                free += int(held[v])
+                held[v] = 0
+                victims.append(v)
+                if v == r:
+                    self_preempted = True
+                    break
+            if self_preempted:
+                break
+            free -= need
+            held[r] += need
+            i += 1
+        self.free_blocks = free
+        return i, victims, self_preempted
+
+    def release(self, r: int) -> None:
+        """Free every block request ``r`` holds."""
+        self.free_blocks += int(self.held[r])
+        self.held[r] = 0
+
+    def release_many(self, ids: np.ndarray) -> None:
+        """Free every block the requests ``ids`` hold."""
+        self.free_blocks += int(_sum(self.held[ids]))
+        self.held[ids] = 0
+
+    def take_run_crossings(self, free_at_start: int, crossings: int) -> None:
+        """A decode run has taken ``crossings`` blocks from the ``free_at_start`` it began with
+        (the requests' own counts are written by :meth:`hold_after_run`)."""
+        self.free_blocks = free_at_start - crossings
+
+    def hold_after_run(self, ids: np.ndarray, computed: np.ndarray) -> None:
+        """After a decode run: request ``ids[i]`` holds ``computed[i]`` tokens."""
+        bs = self.block_size_tokens
+        self.held[ids] = (computed + (bs - 1)) // bs
