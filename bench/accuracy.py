@@ -325,7 +325,7 @@ def _vllm_default_budget(
 def print_pooled(*parts: Errors) -> None:
     """MAPE per engine over every replayable row of the catalogue's models (calibration rows
     and out-of-sample rows together), through the simulator and of the steady-state estimate:
-    the issue's floor is TTFT <= 25 % and TPOT <= 15 % through the simulator."""
+    the floor of docs/modeling.md §5.3 is TTFT <= 25 % and TPOT <= 15 % through the simulator."""
     print("\nEvery replayable row of the catalogue's models (calibration and out of sample)")
     print(
         f"  {'engine':<8} {'rows':>5}  {'simulator TTFT / TPOT %':>24}"

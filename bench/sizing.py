@@ -1,8 +1,8 @@
 """Auto-sizing speed: one search over at least 200 candidate configurations, verification included.
 
 ``python -m bench.sizing`` prints the wall time, candidates per second and the simulations run
-(issue 8: within 10 s on a 2-core machine), and the process CPU time, which other work on the
-machine does not inflate.
+(docs/modeling.md §5.4: within 10 s on a 2-core machine), and the process CPU time, which other
+work on the machine does not inflate.
 """
 
 from __future__ import annotations

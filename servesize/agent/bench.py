@@ -1,7 +1,7 @@
 """Turn a probe's timings into a :class:`~servesize.schemas.measurements.MeasurementUpload`.
 
-Pure arithmetic over a :class:`~servesize.agent.probes.Probe` (see
-``../shared/guides/ecosystem.md`` §1.2-1.4):
+Pure arithmetic over a :class:`~servesize.agent.probes.Probe`, with the conventions of the
+tools cited below:
 
 - matmul ``(M x K) @ (K x N)``: FLOPs = ``2·M·N·K``; TFLOP/s = ``2·M·N·K / t / 1e12``
   (mamf-finder's convention and ``torch.utils.flop_counter``'s ``mm_flop``);

@@ -1,7 +1,7 @@
 """Convert result files of other benchmark tools into an :class:`EndpointBenchmark`.
 
-Their metric names collide with different meanings (``../shared/guides/ecosystem.md`` §1.9,
-"Metric-definition traps"), so every field is mapped explicitly. Our definitions:
+Their metric names collide with different meanings, so every field is mapped explicitly. Our
+definitions (docs/modeling.md §4.2):
 ``ttft_s``; ``tpot_s`` = per-request (E2E − TTFT)/(N − 1), excluding the first token;
 ``itl_s`` = gaps between streamed chunks, pooled over requests; ``e2e_s``; all in seconds.
 

@@ -4,7 +4,7 @@ A probe owns *how* a primitive is timed (warm-up, cache flush, fresh inputs, med
 repeats); :mod:`servesize.agent.bench` owns the arithmetic that turns times into rates, so
 tests drive it with a fake probe of exact timings.
 
-The timing rules follow the trusted tools (``../shared/guides/ecosystem.md`` §1.1):
+The timing rules follow these tools:
 ``triton-lang/triton:python/triton/testing.py`` (``do_bench``: warm-up budget, 256 MB
 cache flush before every timed call, CUDA events) and
 ``stas00/ml-engineering:compute/accelerator/benchmarks/mamf-finder.py`` (fresh random

@@ -1,6 +1,6 @@
 """The agent against the real service, served by uvicorn on loopback (real HTTP, both databases).
 
-This is the issue's "done when": ``servesize-agent bench --device cpu --quick --upload ...``
+The end-to-end path: ``servesize-agent bench --device cpu --quick --upload ...``
 stores a measurement that ``GET /v1/hardware/{id}`` then reports.
 """
 

@@ -9,7 +9,7 @@ variant, the rows of ``CALIBRATION_MODELS`` the steady-state model applies to), 
 | vllm | 25.1 | 7.8 |
 
 The guard allows 1.5 points on top (numerical noise across numpy/scipy versions is far below
-that) and always enforces the issue's floor: TPOT ≤ 20 %, TTFT ≤ 35 %.
+that) and always enforces the floor of docs/modeling.md §5.3: TPOT ≤ 20 %, TTFT ≤ 35 %.
 """
 
 from __future__ import annotations

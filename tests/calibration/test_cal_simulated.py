@@ -179,10 +179,10 @@ def test_the_first_wave_queues_behind_its_own_prefills() -> None:
 # Guard: every GUARD_STRIDE-th steady-state row of each engine that records its client count
 # (``replayable``; the full set takes minutes;
 # ``python -m bench.accuracy --simulate`` prints it). MAPE in percent reached on this subset with
-# SIMULATOR_ENGINE_PROFILES. vLLM meets the issue's floor (TTFT <= 25 %, TPOT <= 15 %) and is
-# held to it; TensorRT-LLM (overlap scheduler's output delay on) meets the TPOT floor but, over
-# all 308 replayable rows, not yet the TTFT one (26.3 %; 23.4 % on this subset), so it is held
-# to what it reached.
+# SIMULATOR_ENGINE_PROFILES. vLLM meets the floor of docs/modeling.md §5.3 (TTFT <= 25 %,
+# TPOT <= 15 %) and is held to it; TensorRT-LLM (overlap scheduler's output delay on) meets the
+# TPOT floor but, over all 308 replayable rows, not yet the TTFT one (26.3 %; 23.4 % on this
+# subset), so it is held to what it reached.
 GUARD_STRIDE = 3
 REACHED = {"trtllm": (23.5, 10.3), "vllm": (20.6, 11.9)}
 MARGIN = 1.5
@@ -356,10 +356,10 @@ def test_the_per_request_overhead_is_the_front_end_s() -> None:
     assert request_overhead_s(served, model, SIMULATOR_ENGINE_PROFILES) == own
 
 
-# The issue's floor on the whole measured data: every replayable row of the catalogue's models
-# in e2e_serving.csv, calibration and out of sample together, replayed through the simulator
-# with SIMULATOR_ENGINE_PROFILES. Reached (``python -m bench.accuracy --simulate``, "every
-# replayable row"): TensorRT-LLM 24.8 / 7.8 over 472 rows, vLLM 18.0 / 8.4 over 190, SGLang
+# The floor of docs/modeling.md §5.3 on the whole measured data: every replayable row of the
+# catalogue's models in e2e_serving.csv, calibration and out of sample together, replayed through
+# the simulator with SIMULATOR_ENGINE_PROFILES. Reached (``python -m bench.accuracy --simulate``,
+# "every replayable row"): TensorRT-LLM 24.8 / 7.8 over 472 rows, vLLM 18.0 / 8.4 over 190, SGLang
 # 16.9 / 8.1 over 80 (TTFT / TPOT MAPE, %). TensorRT-LLM's calibration rows alone stay at
 # 26.3 / 8.7 (the Llama-3.1-8B rows whose TTFT follows no documented mechanism). The steady-state
 # estimate on the same rows: 31.3 / 8.4, 32.2 / 8.3, 83.1 / 35.6.

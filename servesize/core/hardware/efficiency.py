@@ -3,7 +3,7 @@
 Defaults, used only when a profile has no measurement of its own:
 
 * ``DEFAULT_GEMM_EFFICIENCY = 0.78``: the median bf16 GEMM on an H100 SXM at M ≥ 1024 runs at
-  770–790 TFLOP/s of 989 (``shared/data/h100/gemm.csv``, the aiconfigurator-core 0.12.0 table);
+  770–790 TFLOP/s of 989 (``servesize/data/h100/gemm.csv``, the aiconfigurator-core 0.12.0 table);
   ml-engineering's MAMF table puts large-GEMM efficiency of current GPUs at 0.7–0.8 too.
 * ``DEFAULT_BANDWIDTH_EFFICIENCY = 0.85``: device-to-device copies reach 0.8–0.9 of the HBM peak
   (aiconfigurator's system files carry ``mem_bw_empirical_scaling_factor: 0.8``).

@@ -1,5 +1,5 @@
-"""Auto-sizing: the cheapest deployment that meets an SLO at a target load (issue 8,
-modeling.md §3.11).
+"""Auto-sizing: the cheapest deployment that meets an SLO at a target load (docs/modeling.md
+§3.11).
 
 =============================  ==================================================================
 ``size``                       enumerate, prune, Tier A screen, replicas, cost, rank, verify

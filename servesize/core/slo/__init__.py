@@ -1,5 +1,5 @@
 """Service-level objectives: specification, evaluation against a run or an analytic estimate,
-and the capacity (maximum rate or concurrency) that meets them (issue 8, modeling.md §4).
+and the capacity (maximum rate or concurrency) that meets them (docs/modeling.md §4, §3.11).
 
 =============================  ===============================================================
 ``ServiceLevelObjective``      latency targets, failure budget, throughput floor, attainment

@@ -1,6 +1,6 @@
 """The largest load that meets an SLO: open-loop arrival rate or closed-loop concurrency.
 
-modeling.md §3.11. The search is a pure function of a *probe*, ``(load, short) -> CurvePoint``,
+docs/modeling.md §3.11. The search is a pure function of a *probe*, ``(load, short) -> CurvePoint``,
 which the caller implements by simulating with one seed at every load (common random numbers:
 the arrival process scales the same standard draws by ``1/rate``, and the lengths are the same,
 so neighbouring loads differ only by the load and feasibility is near-monotone in it).

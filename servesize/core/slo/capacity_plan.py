@@ -1,5 +1,5 @@
 """The capacity planner: the largest load one replica sustains within an SLO, from Tier A's
-bracket, the simulator's bisection and a multi-seed confirmation (modeling.md §3.11).
+bracket, the simulator's bisection and a multi-seed confirmation (docs/modeling.md §3.11).
 
 Tier A is the mean-field open-loop estimate (:func:`servesize.core.steptime.open_loop`); the
 simulator decides. :func:`plan_capacity` runs, in order:
@@ -65,7 +65,7 @@ TIER_A_BISECTIONS = 40
 TIER_A_RATE_TOLERANCE = 1e-3
 """Tier A's own largest rate is bisected until ``high − low <= 1e-3 · high``."""
 CONFIRMATION_SEEDS = 2
-"""Extra runs at the answer with other seeds (modeling.md §3.11: "confirm with 2-3 seeds")."""
+"""Extra runs at the answer with other seeds (docs/modeling.md §3.11)."""
 CONFIRMATION_STEPS = 3
 """Times the answer may be lowered (by twice the tolerance) until every seed meets the SLO."""
 CONFIRMATION_RUNS = CONFIRMATION_SEEDS + (CONFIRMATION_STEPS - 1) * (CONFIRMATION_SEEDS + 1)

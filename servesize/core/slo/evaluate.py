@@ -1,4 +1,4 @@
-"""Checking an SLO against a simulated run or a Tier A estimate (issue 8, modeling.md §4).
+"""Checking an SLO against a simulated run or a Tier A estimate (docs/modeling.md §4.5).
 
 Each target becomes a :class:`Check` with ``margin = limit - predicted`` for an upper limit
 (``predicted - limit`` for a lower one) and ``relative_margin = margin / limit``; the objective

@@ -1,4 +1,4 @@
-"""Impossible SLOs: targets below what an idle engine achieves (issue 8).
+"""Impossible SLOs: targets below what an idle engine achieves (docs/modeling.md §4.6).
 
 Load only adds delay, so each request's latency on an idle engine bounds its latency under any
 load from below, and a statistic of the zero-load latencies bounds the same statistic under load:

@@ -1,6 +1,6 @@
 """Service-level objectives: percentile targets, failure budget, throughput floor, attainment.
 
-An SLO (issue 8, modeling.md §4) is a set of targets that all must hold:
+An SLO (docs/modeling.md §4.4) is a set of targets that all must hold:
 
 * percentile or mean targets on TTFT, ITL, TPOT and E2E (``LatencyTarget``: p95 TTFT <= 1 s);
 * a maximum failure rate: ``(timed out + rejected) / measured`` (failures also stay in every

@@ -10,7 +10,7 @@ per-call latency ``α``
 sends ``(p−1)/p`` of each GPU's buffer away: ``t = α + (p−1)/p · bytes / (B·η_link)``. A
 pipeline hand-off is one point-to-point send of the activations: ``t = α + bytes / B``.
 
-Defaults, from ``shared/data/h100/collectives.csv`` (aiconfigurator-core 0.12.0, H100 SXM):
+Defaults, from ``servesize/data/h100/collectives.csv`` (aiconfigurator-core 0.12.0, H100 SXM):
 
 * ``DEFAULT_COLLECTIVE_LATENCY_S = 6 µs``: NCCL all-reduce of ≤ 64 KiB takes 6.2 µs on 2 GPUs
   and 15.5 µs on 8; the engines' own one-shot kernels (TensorRT-LLM custom all-reduce) take

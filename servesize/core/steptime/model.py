@@ -23,8 +23,8 @@ Peers: BLIS adds a prefill-phase and a decode-phase ``max(FLOPs/(peak·MFU), byt
 mixed step and takes one bound for a whole phase; here each operator is bounded on its own and
 weights are read once per step. AIConfigurator composes measured per-op latencies with
 per-engine corrections (ai-dynamo/aiconfigurator:aic-core/src/aiconfigurator_core/sdk/backends/
-vllm_backend.py, ``trtllm_backend.py``); Vidur sums profiled operators per layer (modeling
-guide §1.1). Measured tables enter here the same way, and only where they exist.
+vllm_backend.py, ``trtllm_backend.py``); Vidur sums profiled operators per layer
+(microsoft/vidur). Measured tables enter here the same way, and only where they exist.
 """
 
 from __future__ import annotations

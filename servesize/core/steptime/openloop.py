@@ -1,7 +1,7 @@
 """Open-loop steady state (Tier A "model mode"): Poisson arrivals at a rate, not clients.
 
 The mean-field model of :mod:`servesize.core.steptime.serving` is reused with the concurrency
-replaced by the arrival rate ``λ`` (the fixed point of the modeling guide's §2.8):
+replaced by the arrival rate ``λ`` (docs/modeling.md §2.8):
 
 - ``X(L) = L / (N(L)·τ̄(L))`` is the completion rate with ``L`` resident sequences, each
   living ``N`` steps of mean length ``τ̄``; it grows with ``L`` up to the residency cap
@@ -394,7 +394,7 @@ class OpenLoopCurve:
         return np.asarray(high, dtype=np.float64)
 
     def itl_quantile(self, q: float) -> np.ndarray:
-        """Mean-field ITL quantile (modeling.md §2.8): a decode's gaps are mixed steps with
+        """Mean-field ITL quantile (docs/modeling.md §2.8): a decode's gaps are mixed steps with
         probability ``mix_share``, so the ``q``-quantile is ``τ_mix`` once
         ``mix_share > 1 − q``, else ``τ_dec``."""
         return np.asarray(np.where(self.mix_share > 1 - q, self.mix_step_s, self.decode_step_s))

@@ -10,7 +10,7 @@ measured table replaces the whole expression. For a shape the table lacks, the n
 measured shape's latency is scaled by the ratio of the two roofline times (ratio transfer:
 exact on measured shapes, keeps the table's efficiency for similar ones).
 
-Defaults (used only without a table), from ``shared/data/h100`` (aiconfigurator-core 0.12.0
+Defaults (used only without a table), from ``servesize/data/h100`` (aiconfigurator-core 0.12.0
 H100 SXM tables):
 
 * ``DEFAULT_GEMM_EFFICIENCY_BY_DTYPE``: bf16 0.78 (:data:`servesize.core.hardware.

@@ -38,7 +38,7 @@ decodes attending to ``P + n/2`` tokens on average. Then
 This is AIConfigurator's mix-step / decode-step decomposition
 (ai-dynamo/aiconfigurator:aic-core/src/aiconfigurator_core/sdk/backends/base_backend.py,
 ``run_agg``) with its empirical TTFT factors (``vllm_backend.py: _ttft_queuing_factor``)
-replaced by explicit queue terms, and the fixed point of the modeling guide's §2.8 at a fixed
+replaced by explicit queue terms, and the fixed point of docs/modeling.md §2.8 at a fixed
 concurrency instead of a fixed arrival rate. With pipeline parallelism, ``PP`` micro-batches of
 ``1/PP`` of the batch are in flight and a token crosses every stage (and ``PP − 1`` hand-offs)
 once per step; with fewer sequences than stages the idle stages are the pipeline bubble, and

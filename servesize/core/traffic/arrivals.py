@@ -3,7 +3,7 @@
 An arrival stream at rate ``λ`` is ``U / λ`` where ``U`` is a *unit-rate skeleton*: the cumulative
 sum of i.i.d. inter-arrival gaps with mean 1. Drawing ``U`` once per seed and rescaling it for
 every probed rate makes simulated metrics (nearly) monotone in ``λ``, which keeps a bisection on
-the rate stable (modeling.md §3.6; Vidur and DistServe fix the seed for the same reason).
+the rate stable (docs/modeling.md §3.6; Vidur and DistServe fix the seed for the same reason).
 
 The first request is sent at ``t = 0`` and request ``k`` at ``Σ_{i<k} gap_i``, as a benchmark
 client does (vLLM bench sends, then sleeps).

@@ -1,4 +1,4 @@
-"""Degenerate configurations against queueing theory (modeling.md §5.2 A and B).
+"""Degenerate configurations against queueing theory (docs/modeling.md §5.2 A and B).
 
 With ``max_num_seqs = 1`` and a constant step time ``τ`` the engine is one FCFS server whose
 service time is ``S = O·τ`` (one prefill step that emits the first token, then ``O - 1`` decode

@@ -1,4 +1,5 @@
-"""Invariances and trends of the simulator (issue 7 validation: time scaling, latency vs load).
+"""Invariances and trends of the simulator (docs/modeling.md §5.2 A and D: time scaling,
+latency vs load).
 
 Time scaling is exact: doubling every step time and every gap between sends doubles every
 timestamp, because multiplying by two commutes with floating-point rounding, so the scheduler
