@@ -1,4 +1,4 @@
-"""Tier B: an iteration-level simulator of LLM serving engines (modeling.md §3).
+"""Tier B: an iteration-level simulator of LLM serving engines (docs/modeling.md §3).
 
 One serving-engine replica is stepped batch by batch with vLLM v1 scheduling semantics (token
 budget, running requests first, chunked prefill, ``max_num_seqs``, KV-block admission, preemption
@@ -8,7 +8,7 @@ in :mod:`.policies`). Replicas sit behind a router; prefill/decode disaggregatio
 transfer between two pools. Step durations come from any vectorised :class:`StepTimeModel`.
 The run returns a :class:`SimulationResult` of numpy arrays whose
 :meth:`~SimulationResult.summary` gives TTFT, TPOT, ITL, E2E, throughput, goodput, failures and a
-stability verdict, following modeling.md §4.
+stability verdict, following docs/modeling.md §4.
 
 ============================  ===================================================================
 ``simulate``                  one pool of identical replicas, open or closed loop

@@ -182,7 +182,7 @@ class KVTransfer:
 
     Bytes per request come from ``kv_bytes`` (a vectorised callable of the prompt lengths) or from
     ``kv_bytes_per_token · prompt_tokens``; exactly one must be given. Pass the per-rank bytes and
-    per-rank link bandwidth when TP shards the KV (modeling.md §3.4). Layer-wise overlap can be
+    per-rank link bandwidth when TP shards the KV (docs/modeling.md §3.4). Layer-wise overlap can be
     folded in by scaling the bandwidth (Splitwise uses 10x for 90 % overlap).
 
     Attributes

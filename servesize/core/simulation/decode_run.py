@@ -4,7 +4,7 @@ A step whose batch is all decodes and whose successors provably repeat it (no co
 shortage, deadline or transfer before their start, and no arrival unless admission is blocked
 anyway) is extended into a *decode run*: the run's step times are evaluated in one vectorised
 call (:class:`~servesize.core.simulation.steptime.DecodeRunStepTime` when the model has it) and
-its effects applied in closed form (modeling.md §3.8). The result is identical to stepping one
+its effects applied in closed form (docs/modeling.md §3.8). The result is identical to stepping one
 step at a time, which the tests assert.
 """
 

@@ -1,4 +1,4 @@
-"""Percentiles that keep failures in the denominator, and latency summaries (modeling.md §4).
+"""Percentiles that keep failures in the denominator, and latency summaries (docs/modeling.md §4.3).
 
 Percentiles use numpy's default ``linear`` method (Hyndman–Fan type 7, what vLLM bench reports),
 extended to ``+inf`` values: a failed request counts as an infinitely slow one, so with 2 % failures

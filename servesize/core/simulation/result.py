@@ -4,7 +4,7 @@ Clocks. The engine is simulated in its own clock, in which a request enters at i
 Client-observed TTFT and E2E add :attr:`SimulationResult.overhead_s` (preprocessing, output
 processing, network round trip); ``engine_*`` figures leave it out.
 
-Metric definitions (modeling.md §4, normative):
+Metric definitions (docs/modeling.md §4, normative):
 
 * TTFT ``= first token - send`` (queueing, prefill, and for disaggregation optionally the KV
   transfer) ``+ overhead``.

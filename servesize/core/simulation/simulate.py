@@ -1,7 +1,7 @@
 """Run a workload through engine replicas: one replica, several behind a router, or
 prefill/decode disaggregation.
 
-Execution strategy (modeling.md §3.5):
+Execution strategy (docs/modeling.md §3.5):
 
 * one replica, or round-robin / random routing of an open loop: the routing does not depend on
   replica state, so requests are split up front and each replica runs on its own (exact);

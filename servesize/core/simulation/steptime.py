@@ -1,7 +1,8 @@
 """The step-time interface the simulator calls, and two closed-form implementations for tests.
 
 One engine step (a forward pass over a batch) is described by five per-step features, passed as
-equally long numpy arrays so that a run of steps is evaluated in one call (modeling.md §3.3, §3.8):
+equally long numpy arrays so that a run of steps is evaluated in one call
+(docs/modeling.md §3.3, §3.8):
 
 ``prefill_tokens`` (int64)
     ``T_p``: prompt tokens computed in the step (chunks of new prompts and recomputes).

@@ -1,4 +1,4 @@
-"""Auto-sizing (modeling.md §3.11): the cheapest deployment that meets an SLO at a target rate.
+"""Auto-sizing (docs/modeling.md §3.11): the cheapest deployment that meets an SLO at a target rate.
 
 1. **Enumerate** hardware × engine × parallelism × knobs (:mod:`.space`).
 2. **Prune** with a reason (:mod:`.build`): over the GPU limit (before any work), invalid for
