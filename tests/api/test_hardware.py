@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from servesize.db.seed import datasheet_entries
 from servesize.security import Scope
 
 
@@ -80,7 +81,7 @@ def upload(
 
 def test_every_reference_gpu_is_seeded(client: TestClient) -> None:
     page = client.get("/v1/hardware", params={"limit": 100}).json()
-    assert page["total"] == 16
+    assert page["total"] == len(datasheet_entries()) >= 16
     ids = {p["id"] for p in page["items"]}
     assert {"h100-sxm", "h200-sxm", "a100-sxm-80gb", "l40s", "b200", "mi300x"} <= ids
 
