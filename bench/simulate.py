@@ -23,7 +23,8 @@ import numpy as np
 
 from servesize.calibration import load_measured_profile, reference_gpu
 from servesize.catalog import ModelCatalog
-from servesize.core.memory import Deployment, plan_memory
+from servesize.core.memory import Deployment
+from servesize.core.replica import compile_replica
 from servesize.core.simulation import (
     ClientOverheads,
     LinearStepTime,
@@ -33,7 +34,7 @@ from servesize.core.simulation import (
 )
 from servesize.core.simulation import StepTimeModel as SimulatorStepTime
 from servesize.core.simulation.adapters import steptime_adapter
-from servesize.core.steptime import StepTimeModel, build_step_model, open_loop
+from servesize.core.steptime import StepTimeModel, open_loop
 from servesize.core.traffic import FixedLength, OpenLoopWorkload, open_loop_workload
 
 CATALOGUE = Path(__file__).resolve().parent.parent / "servesize" / "data" / "models"
@@ -42,19 +43,13 @@ REPEATS = 5
 
 
 def _replica() -> tuple[SchedulerConfig, StepTimeModel, int]:
+    """Llama-3.1-8B on H100 with vLLM's defaults and the measured tables, compiled as every
+    caller compiles a replica."""
     arch = ModelCatalog(CATALOGUE).architecture("meta-llama/Llama-3.1-8B")
-    gpu = reference_gpu("H100 SXM")
-    plan = plan_memory(arch, gpu, Deployment(max_model_len=8192))
-    res = plan.deployment
-    model = build_step_model(arch, gpu, engine="vllm", measured=load_measured_profile())
-    assert res.max_num_seqs is not None
-    scheduler = SchedulerConfig(
-        max_num_batched_tokens=res.max_num_batched_tokens,
-        max_num_seqs=res.max_num_seqs,
-        block_size_tokens=plan.kv_block_size,
-        num_kv_blocks=plan.kv_blocks,
+    replica = compile_replica(
+        arch, reference_gpu("H100 SXM"), Deployment(max_model_len=8192), load_measured_profile()
     )
-    return scheduler, model, plan.kv_capacity_tokens
+    return replica.scheduler, replica.step_model, replica.memory.kv_capacity_tokens
 
 
 def _workload(n: int, rate: float, seed: int) -> OpenLoopWorkload:
