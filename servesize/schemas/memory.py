@@ -170,6 +170,9 @@ class MemoryResponse(ResponseModel):
     defaults_applied: list[AppliedDefaultOut]
     concurrency: list[ConcurrencyOut]
     stages: list[StageOut]
+    engine_log: list[str]
+    """Start-up memory lines vLLM would print (e.g. "GPU KV cache size: 1,234,560 tokens");
+    empty for other engines."""
 
 
 class KvBudgetRequest(RequestModel):

@@ -5,7 +5,10 @@
   ``KV = requested - (weights + activation peak + non-torch growth)``, and from v0.21 also
   ``- CUDA-graph estimate`` (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, default on). What
   was in use before the start-up snapshot (CUDA context) is not charged, but must fit outside:
-  vLLM refuses to start when ``free < requested``.
+  vLLM refuses to start when ``free < requested``. The V0 engine (before v0.8.0,
+  vllm/worker/worker.py ``determine_num_available_blocks``) applies the same rule; v0.6.4
+  charges all non-torch device memory (``used - torch_allocated`` after the profile run), the
+  CUDA context included, and from v0.6.5 (``memory_profiling``) only its increase.
 - **SGLang** (sgl-project/sglang:python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py
   ``profile_max_num_token``): ``KV = free_after_load - free_before_load · (1 - mfs)``, i.e.
   ``mfs · F0 - weights`` with ``F0`` the memory free before loading. Activations and CUDA
@@ -20,7 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servesize.core.memory.engine_defaults import VLLM_CUDA_GRAPH_ESTIMATE_VERSION
+from servesize.core.memory.engine_defaults import (
+    VLLM_CUDA_GRAPH_ESTIMATE_VERSION,
+    VLLM_MEMORY_PROFILING_VERSION,
+    VLLM_V1_VERSION,
+)
 from servesize.core.memory.units import gib_text
 
 __all__ = ["KvBudget", "sglang_kv_budget", "trtllm_kv_budget", "vllm_kv_budget"]
@@ -59,28 +66,41 @@ def vllm_kv_budget(
     cuda_graph_bytes: int,
     context_bytes: int,
 ) -> KvBudget:
-    """vLLM v1: ``KV = util · total - weights - activations - non_torch [- graphs]``.
+    """vLLM: ``KV = util · total - weights - activations - non_torch [- graphs]``.
+
+    ``non_torch`` also holds the CUDA context on v0.6.4 (see the module docstring).
 
     >>> b = vllm_kv_budget(total_bytes=100, gpu_memory_utilization=0.9, version=(0, 10, 0),
     ...     weights_bytes=40, activation_bytes=5, non_torch_bytes=1, cuda_graph_bytes=2,
     ...     context_bytes=1)
     >>> b.budget_bytes, b.kv_available_bytes, b.cuda_graphs_charged
     (90, 44, False)
+    >>> vllm_kv_budget(total_bytes=100, gpu_memory_utilization=0.9, version=(0, 6, 4),
+    ...     weights_bytes=40, activation_bytes=5, non_torch_bytes=1, cuda_graph_bytes=2,
+    ...     context_bytes=1).kv_available_bytes
+    43
     """
     requested = int(total_bytes * gpu_memory_utilization)
     charge_graphs = version[:2] >= VLLM_CUDA_GRAPH_ESTIMATE_VERSION
+    charge_context = version < VLLM_MEMORY_PROFILING_VERSION
     graphs = cuda_graph_bytes if charge_graphs else 0
-    kv = requested - weights_bytes - activation_bytes - non_torch_bytes - graphs
+    non_torch = non_torch_bytes + (context_bytes if charge_context else 0)
+    kv = requested - weights_bytes - activation_bytes - non_torch - graphs
     label = ".".join(map(str, version))
+    engine = "V0 engine" if version[:2] < VLLM_V1_VERSION else "V1 engine"
     semantics = (
-        f"vLLM {label}: gpu_memory_utilization is a fraction of total device memory; "
-        "KV = budget - weights - activation peak - non-torch"
+        f"vLLM {label} ({engine}): gpu_memory_utilization is a fraction of total device "
+        "memory; KV = budget - weights - activation peak - non-torch"
         + (" - CUDA-graph estimate (profiled since v0.21)" if charge_graphs else "")
-        + "; memory used before start-up (CUDA context) is not charged"
-        + ("" if charge_graphs else " and CUDA graphs are captured afterwards, in the slack")
+        + (
+            "; all non-torch memory is charged, the CUDA context included (v0.6.4)"
+            if charge_context
+            else "; memory used before start-up (CUDA context) is not charged"
+        )
+        + ("" if charge_graphs else "; CUDA graphs are captured afterwards, in the slack")
     )
     kv_formula = (
-        f"{requested:,} - {weights_bytes:,} - {activation_bytes:,} - {non_torch_bytes:,}"
+        f"{requested:,} - {weights_bytes:,} - {activation_bytes:,} - {non_torch:,}"
         + (f" - {graphs:,}" if charge_graphs else "")
         + f" = {kv:,} B ({gib_text(kv)})"
     )

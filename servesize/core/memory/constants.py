@@ -88,13 +88,20 @@ class MemoryConstants:
     )
     """Profile-run bytes per (batched token x hidden unit) alive while the sampler runs."""
     forward_hidden_copies: float = field(
-        default=4.0,
-        metadata=_src("placeholder (residual, normed input, attention output, MLP output)"),
+        default=3.0,
+        metadata=_src(
+            "vllm/model_executor/models/llama.py LlamaDecoderLayer/LlamaMLP.forward: when "
+            "down_proj allocates its output the residual, the MLP input and that output are "
+            "alive (the attention output was folded into the residual by fused_add_rms_norm)"
+        ),
     )
     """Hidden-sized activation copies live at the forward peak, in activation dtype."""
     forward_intermediate_copies: float = field(
         default=3.0,
-        metadata=_src("placeholder (gate_up output is 2 I, activation output I)"),
+        metadata=_src(
+            "same point: gate_up_proj output (2 I, still bound in LlamaMLP.forward) and the "
+            "SiluAndMul output (I)"
+        ),
     )
     """Intermediate-sized activation copies live at the forward peak."""
     cuda_graph_pool_bytes: int = field(

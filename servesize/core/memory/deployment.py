@@ -37,10 +37,13 @@ from servesize.core.hardware.spec import HardwareSpec
 from servesize.core.memory.constants import DEFAULT_CONSTANTS, MemoryConstants
 from servesize.core.memory.engine_defaults import (
     ENGINES,
+    VLLM_OLDEST_VERSION,
+    VLLM_V1_VERSION,
     parse_version,
     sglang_memory_defaults,
     vllm_batch_defaults,
     vllm_gpu_memory_utilization,
+    vllm_v0_scheduler_defaults,
 )
 from servesize.core.memory.errors import InvalidDeploymentError
 from servesize.core.memory.kv_format import KV_CACHE_DTYPES, KvCacheFormat, resolve_kv_format
@@ -228,6 +231,14 @@ def _version(dep: Deployment, issues: list[FieldIssue]) -> tuple[str, tuple[int,
     if parsed is None:
         _issue(issues, "engine_version", f"{text!r} is not a version such as '0.10.1'")
         parsed = (0, 0, 0)
+    elif engine == "vllm" and parsed < VLLM_OLDEST_VERSION:
+        oldest = ".".join(map(str, VLLM_OLDEST_VERSION))
+        _issue(
+            issues,
+            "engine_version",
+            f"vLLM {text} predates the oldest release modelled ({oldest}): its start-up "
+            "memory profiling differs",
+        )
     return text, parsed
 
 
@@ -437,10 +448,24 @@ def _engine_sizes(
     if fraction is None:
         fraction = vllm_gpu_memory_utilization(version)
         default("gpu_memory_utilization", fraction, f"vLLM {'.'.join(map(str, version))} default")
-    seq_default, batched_default = vllm_batch_defaults(total, hardware.name)
-    label = f"vllm serve default on {hardware.name}"
     seqs = dep.max_num_seqs
     batched = dep.max_num_batched_tokens
+    block = dep.block_size
+    if block is None:
+        block = 64 if is_mla else 16
+        reason = "FlashMLA page size for MLA models" if is_mla else "vLLM DEFAULT_BLOCK_SIZE"
+        default("block_size", block, reason)
+    if version[:2] < VLLM_V1_VERSION:
+        v0 = vllm_v0_scheduler_defaults(max_model_len, seqs)
+        if batched is None:
+            batched = v0.max_num_batched_tokens
+            default("max_num_batched_tokens", batched, v0.reason)
+        if seqs is None:
+            seqs = v0.max_num_seqs
+            default("max_num_seqs", seqs, "V0 SchedulerConfig default")
+        return fraction, seqs, batched, block, None
+    seq_default, batched_default = vllm_batch_defaults(total, hardware.name)
+    label = f"vllm serve default on {hardware.name}"
     if batched is None:
         base_seqs = seqs if seqs is not None else seq_default
         batched = min(base_seqs * max_model_len, batched_default)
@@ -452,9 +477,4 @@ def _engine_sizes(
     if seqs is None:
         seqs = min(seq_default, batched)
         default("max_num_seqs", seqs, f"{label}: min({seq_default}, max_num_batched_tokens)")
-    block = dep.block_size
-    if block is None:
-        block = 64 if is_mla else 16
-        reason = "FlashMLA page size for MLA models" if is_mla else "vLLM DEFAULT_BLOCK_SIZE"
-        default("block_size", block, reason)
     return fraction, seqs, batched, block, None

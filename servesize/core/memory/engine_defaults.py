@@ -11,6 +11,12 @@ vLLM (vllm-project/vllm):
   ``max_num_batched_tokens``.
 - ``block_size``: 16 (``CacheConfig.DEFAULT_BLOCK_SIZE``); MLA models get 64, the FlashMLA
   kernel's page size (vllm/platforms/cuda.py; unverified for every backend).
+- Releases before v0.8.0 run the V0 engine (:data:`VLLM_V1_VERSION`), whose scheduler defaults
+  differ (vllm/config.py ``SchedulerConfig.__post_init__``, vllm/engine/arg_utils.py of v0.6.x):
+  ``max_num_seqs`` 256; chunked prefill is switched on when ``max_model_len > 32768``
+  (``EngineArgs.create_engine_config``), with a 512-token budget (unverified for v0.7.x),
+  else ``max_num_batched_tokens = max(max_model_len, 2048)``: the profile run then covers a
+  whole ``max_model_len`` prompt (:func:`vllm_v0_scheduler_defaults`).
 
 SGLang (sgl-project/sglang:python/sglang/srt/server_args.py ``_handle_gpu_memory_settings``):
 ``chunked_prefill_size`` and ``cuda_graph_max_bs`` by GPU memory bucket, then
@@ -32,11 +38,16 @@ from servesize.core.memory.units import GIB
 __all__ = [
     "ENGINES",
     "VLLM_CUDA_GRAPH_ESTIMATE_VERSION",
+    "VLLM_MEMORY_PROFILING_VERSION",
+    "VLLM_OLDEST_VERSION",
+    "VLLM_V1_VERSION",
     "SglangMemoryDefaults",
+    "VllmV0SchedulerDefaults",
     "parse_version",
     "sglang_memory_defaults",
     "vllm_batch_defaults",
     "vllm_gpu_memory_utilization",
+    "vllm_v0_scheduler_defaults",
 ]
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -45,6 +56,22 @@ VLLM_CUDA_GRAPH_ESTIMATE_VERSION = (0, 21)
 """From this vLLM release the profiler estimates CUDA-graph memory and subtracts it from the
 KV budget (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1), and the default
 ``gpu_memory_utilization`` is 0.92."""
+
+VLLM_V1_VERSION = (0, 8)
+"""First release whose ``vllm serve`` runs the V1 engine by default (``VLLM_USE_V1=1``): older
+releases profile, pool and log the KV cache the V0 way (vllm/worker/worker.py)."""
+
+VLLM_MEMORY_PROFILING_VERSION = (0, 6, 5)
+"""From this V0 release ``determine_num_available_blocks`` charges only the *increase* of
+non-torch memory during profiling (``memory_profiling``, PR #10511); v0.6.4 charged all
+non-torch device memory, the CUDA context included (``non_torch_allocations = used -
+torch_allocated``)."""
+
+VLLM_OLDEST_VERSION = (0, 6, 4)
+"""Oldest vLLM release whose start-up memory accounting is modelled."""
+
+V0_CHUNKED_PREFILL_MIN_LEN = 32768
+"""V0 turns chunked prefill on by itself above this ``max_model_len`` (EngineArgs)."""
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -75,6 +102,49 @@ def vllm_batch_defaults(device_total_bytes: int, device_name: str) -> tuple[int,
     if device_total_bytes >= 70 * GIB and "a100" not in device_name.lower():
         return 1024, 8192
     return 256, 2048
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VllmV0SchedulerDefaults:
+    """``max_num_seqs`` / ``max_num_batched_tokens`` of a V0 release, and why."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    chunked_prefill: bool
+    reason: str
+
+
+def vllm_v0_scheduler_defaults(
+    max_model_len: int, max_num_seqs: int | None = None
+) -> VllmV0SchedulerDefaults:
+    """The V0 (v0.6.x - v0.7.x) scheduler defaults for ``max_model_len``.
+
+    ``vllm serve`` with 20,000 tokens: no chunked prefill, the profile run is one
+    ``max(20000, 2048)``-token batch; with 40,960 tokens chunked prefill takes over at 512.
+
+    >>> vllm_v0_scheduler_defaults(20000).max_num_batched_tokens
+    20000
+    >>> d = vllm_v0_scheduler_defaults(40960)
+    >>> d.chunked_prefill, d.max_num_batched_tokens, d.max_num_seqs
+    (True, 512, 256)
+    """
+    seqs = 256 if max_num_seqs is None else max_num_seqs
+    if max_model_len > V0_CHUNKED_PREFILL_MIN_LEN:
+        return VllmV0SchedulerDefaults(
+            max_num_seqs=seqs,
+            max_num_batched_tokens=512,
+            chunked_prefill=True,
+            reason=(
+                f"V0: max_model_len > {V0_CHUNKED_PREFILL_MIN_LEN} turns chunked prefill on "
+                "with a 512-token budget"
+            ),
+        )
+    return VllmV0SchedulerDefaults(
+        max_num_seqs=seqs,
+        max_num_batched_tokens=max(max_model_len, 2048),
+        chunked_prefill=False,
+        reason="V0 without chunked prefill: max(max_model_len, 2048)",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,7 +24,11 @@ from servesize.core.memory.deployment import (
     ResolvedDeployment,
     resolve_deployment,
 )
-from servesize.core.memory.engine_defaults import VLLM_CUDA_GRAPH_ESTIMATE_VERSION
+from servesize.core.memory.engine_defaults import (
+    VLLM_CUDA_GRAPH_ESTIMATE_VERSION,
+    VLLM_V1_VERSION,
+)
+from servesize.core.memory.engine_log import vllm_engine_log
 from servesize.core.memory.evaluation import MemoryEvaluation, evaluate_deployment, fit_failures
 from servesize.core.memory.kv import KvLayout
 from servesize.core.memory.ledger import LineItem
@@ -119,14 +123,30 @@ class MemoryPlan:
     stages: tuple[StageSummary, ...]
     layout: KvLayout
     constants: MemoryConstants
+    engine_log: tuple[str, ...] = ()
+    """The memory lines the engine prints at start-up, predicted (vLLM only; see
+    :mod:`servesize.core.memory.engine_log`)."""
 
 
 def _capacity(ev: MemoryEvaluation) -> tuple[int, float]:
+    """``(GPU KV cache size in tokens, maximum concurrency at max_model_len)`` as logged.
+
+    - V0 (vllm/executor/gpu_executor.py ``initialize_cache``):
+      ``tokens = num_gpu_blocks · block_size``, ``concurrency = tokens / max_model_len``;
+    - V1 before v0.21 (vllm/v1/core/kv_cache_utils.py ``_report_kv_cache_config``):
+      ``tokens = num_blocks // num_groups · block_size`` and ``concurrency =
+      get_max_concurrency_for_kv_cache_config`` = blocks / blocks one ``max_model_len``
+      request holds over all its groups; from v0.21 ``tokens = int(concurrency ·
+      max_model_len)``.
+    """
     stage, res = ev.limiting, ev.res
     layout, blocks = stage.layout, stage.blocks
     length = res.max_model_len
     per_request = layout.blocks_per_request(length)
     concurrency = blocks / per_request if per_request else 0.0
+    if res.engine == "vllm" and res.version[:2] < VLLM_V1_VERSION:
+        tokens = blocks * layout.block_size
+        return tokens, tokens / length
     if res.engine == "trtllm":
         per_token = layout.kv_bytes_per_token
         available = stage.budget.kv_available_bytes
@@ -481,4 +501,5 @@ def plan_memory(
         ),
         layout=stage.layout,
         constants=constants,
+        engine_log=vllm_engine_log(ev, tokens, concurrency),
     )
