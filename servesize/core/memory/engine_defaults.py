@@ -38,6 +38,7 @@ from servesize.core.memory.units import GIB
 __all__ = [
     "ENGINES",
     "VLLM_CUDA_GRAPH_ESTIMATE_VERSION",
+    "VLLM_HYBRID_KV_VERSION",
     "VLLM_MEMORY_PROFILING_VERSION",
     "VLLM_OLDEST_VERSION",
     "VLLM_V1_VERSION",
@@ -60,6 +61,12 @@ KV budget (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1), and the 
 VLLM_V1_VERSION = (0, 8)
 """First release whose ``vllm serve`` runs the V1 engine by default (``VLLM_USE_V1=1``): older
 releases profile, pool and log the KV cache the V0 way (vllm/worker/worker.py)."""
+
+VLLM_HYBRID_KV_VERSION = (0, 10)
+"""From this release the V1 hybrid KV cache manager (PR #17996, merged June 2025; first
+release unverified between v0.9.2 and v0.10.0) groups sliding-window, full and linear-attention
+layers separately (vllm/v1/core/kv_cache_utils.py ``_get_kv_cache_groups_uniform_page_size``);
+before it ``unify_hybrid_kv_cache_specs`` stores sliding-window layers as full attention."""
 
 VLLM_MEMORY_PROFILING_VERSION = (0, 6, 5)
 """From this V0 release ``determine_num_available_blocks`` charges only the *increase* of

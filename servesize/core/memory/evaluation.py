@@ -3,9 +3,11 @@ budget of every pipeline stage, the stage that limits the KV pool, and why it do
 
 :func:`evaluate_deployment` is what :mod:`servesize.core.memory.plan` reports on and what the
 suggestion searches re-run for other settings; the limiting stage has the fewest KV blocks
-(vLLM takes the minimum over workers). The V0 engine (before v0.8.0) has no hybrid KV
-manager: its ``CacheEngine.get_cache_block_size`` prices a block as all layers' pages, so every
-layer is pooled per token.
+(vLLM takes the minimum over workers). Before the hybrid KV cache manager
+(:data:`~servesize.core.memory.engine_defaults.VLLM_HYBRID_KV_VERSION`) every attention layer
+is pooled per token as full attention: V0's ``CacheEngine.get_cache_block_size`` prices a
+block as all layers' pages, and early V1 ``unify_hybrid_kv_cache_specs`` turns sliding-window
+layers into full attention.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from servesize.core.memory.budget import (
 )
 from servesize.core.memory.constants import MemoryConstants
 from servesize.core.memory.deployment import ResolvedDeployment, device_total_bytes
-from servesize.core.memory.engine_defaults import VLLM_V1_VERSION
+from servesize.core.memory.engine_defaults import VLLM_HYBRID_KV_VERSION
 from servesize.core.memory.kv import KvLayerSpec, KvLayout, kv_layer_specs, kv_layout
 from servesize.core.memory.ledger import LineItem
 from servesize.core.memory.runtime import (
@@ -138,7 +140,7 @@ def evaluate_deployment(
             block_size=res.block_size,
             batched_tokens=res.max_num_batched_tokens,
             state_blocks=constants.mamba_blocks_per_request,
-            hybrid_grouping=res.engine == "vllm" and res.version[:2] >= VLLM_V1_VERSION,
+            hybrid_grouping=res.engine == "vllm" and res.version[:2] >= VLLM_HYBRID_KV_VERSION,
         )
         budget = stage_kv_budget(
             res,

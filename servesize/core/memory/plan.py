@@ -280,10 +280,16 @@ def _warnings(ev: MemoryEvaluation, arch: Architecture, constants: MemoryConstan
             f"vLLM pads {layout.padding_layers} layers into groups of {layout.group_size}: up to "
             f"{waste:.0%} of the KV pool may be wasted"
         )
-    if res.engine != "vllm" and any(s.window_tokens or s.state_bytes for s in stage.specs):
+    windowed = any(s.window_tokens or s.state_bytes for s in stage.specs)
+    if res.engine != "vllm" and windowed:
         out.append(
             f"{res.engine}: sliding-window and linear-attention pools are not modelled; "
             "windowed layers are counted as full attention"
+        )
+    elif windowed and not layout.engine_grouping:
+        out.append(
+            f"vLLM {res.engine_version} has no hybrid KV cache manager: sliding-window layers "
+            "are stored as full attention"
         )
     if res.enable_expert_parallel:
         moe = next((la.mlp for la in arch.layers if isinstance(la.mlp, MoeMlp)), None)

@@ -1,0 +1,106 @@
+"""The memory plan against vLLM start-up logs collected from public sources.
+
+The logs (``servesize/data/validation/vllm_startup_logs.json``, collected 2026-12-02) are
+independent measurements: nothing is fitted on the rows without ``calibration_overlap``. Every
+logged figure (weights, activation peak, "Available KV cache memory", "GPU KV cache size",
+"Maximum concurrency") must be within 2 % of the plan, except the figures listed in
+``KNOWN_GAPS``, whose error is pinned to what it is today so that it cannot silently grow;
+each gap says why it is not closed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.bench_kv_capacity import Comparison, comparisons, load_logs
+
+TOLERANCE = 0.02
+
+_KV = ("available_kv_gib", "kv_tokens", "max_concurrency")
+KNOWN_GAPS: dict[tuple[str, str], tuple[float, str]] = {
+    **{
+        ("v0.6.4-rtx3090-llama3.1-8b-20k", q): (
+            0.11,
+            "v0.6.4 charges the CUDA context; the RTX 3090's (0.35 GiB with cuBLAS, logged "
+            "non_torch_memory) is smaller than the H100 constant (0.61 + 0.13 GiB)",
+        )
+        for q in _KV
+    },
+    **{
+        ("v0.6.4-rtx3090-llama3.1-8b-29k", q): (0.145, "as the 20k log: RTX 3090 CUDA context")
+        for q in _KV
+    },
+    ("v0.6.5-h100-llama3-8b-tp1", "available_kv_gib"): (
+        0.035,
+        "the log (a PR sanity check) reports 1.79 GiB of non-torch memory at TP 1, far above "
+        "every other TP 1 log (0.13-0.14 GiB)",
+    ),
+    **{
+        ("v0.9.2-h100-qwen3-235b-a22b-fp8-tp4", q): (
+            0.245,
+            "1.8 GiB per GPU unexplained; the run used an LMCache KV connector",
+        )
+        for q in ("available_kv_gib", "kv_tokens")
+    },
+    **{
+        (log, q): (
+            0.03,
+            "0.85 GiB per GPU more than predicted at TP 2 and TP 4 in this study only (the "
+            "llm-d TP 2 run of the same model is within 0.2 %); unexplained",
+        )
+        for log in ("lmcache-h100-qwen3-32b-tp2", "lmcache-h100-llama3.1-70b-tp4")
+        for q in _KV
+    },
+    ("llmd-h100-mistral-small-3.2-24b", "activation_gib"): (
+        1.35,
+        "multimodal: the logged peak (2.12 GiB) is below the text-only sampler estimate; the "
+        "vision encoder's profile run is not modelled",
+    ),
+    **{
+        ("llmd-h100-mistral-small-3.2-24b", q): (0.075, "multimodal, as its activation")
+        for q in _KV
+    },
+}
+
+ROWS = comparisons()
+
+
+def _bound(row: Comparison) -> float:
+    return KNOWN_GAPS.get((row.log_id, row.quantity), (TOLERANCE, ""))[0]
+
+
+def test_enough_independent_logs() -> None:
+    logs = load_logs()
+    independent = [log for log in logs if not log.get("calibration_overlap")]
+    assert len(independent) >= 9
+    assert len({log["engine_version"] for log in logs}) >= 4
+    assert {row.quantity for row in ROWS} == {
+        "weights_gib",
+        "activation_gib",
+        "available_kv_gib",
+        "kv_tokens",
+        "max_concurrency",
+    }
+    for log in logs:
+        assert log["source"]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{r.log_id}:{r.quantity}" for r in ROWS])
+def test_logged_figure(row: Comparison) -> None:
+    assert abs(row.error) <= _bound(row), (
+        f"{row.log_id} {row.quantity}: measured {row.measured}, predicted {row.predicted:.4g}"
+    )
+
+
+def test_known_gaps_are_still_gaps() -> None:
+    # Once a gap is closed it must leave the list (and be held to 2 %).
+    for row in ROWS:
+        if (row.log_id, row.quantity) in KNOWN_GAPS:
+            assert abs(row.error) > TOLERANCE, f"{row.log_id} {row.quantity} is now within 2 %"
+
+
+def test_v0_activation_peaks_match_the_logs() -> None:
+    # The V0 profile run over max(max_model_len, 2048) tokens: 2.07, 2.99 and 1.26 GiB logged.
+    v0 = [r for r in ROWS if r.quantity == "activation_gib" and r.log_id.startswith("v0.6")]
+    assert len(v0) == 3
+    assert all(abs(r.error) <= 0.01 for r in v0)
