@@ -127,12 +127,13 @@ _SHORT = {
 
 def print_report(rows: list[Comparison]) -> None:
     """One line per logged figure, then the largest error of each kind."""
-    print(f"{'log':44} {'quantity':15} {'measured':>12} {'predicted':>12} {'error':>8}")
+    header = f"{'log':50} {'quantity':15} {'measured':>12} {'predicted':>12} {'diff':>10}"
+    print(f"{header} {'error':>8}")
     for row in rows:
         tag = " (fit)" if row.calibration_overlap else ""
         print(
-            f"{row.log_id + tag:44} {_SHORT[row.quantity]:15} {row.measured:12,.2f} "
-            f"{row.predicted:12,.2f} {row.error:+8.1%}"
+            f"{row.log_id + tag:50} {_SHORT[row.quantity]:15} {row.measured:12,.2f} "
+            f"{row.predicted:12,.2f} {row.predicted - row.measured:+10,.2f} {row.error:+8.1%}"
         )
     print()
     for overlap, label in ((False, "independent logs"), (True, "logs used in calibration")):
