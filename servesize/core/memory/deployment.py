@@ -464,7 +464,7 @@ def _engine_sizes(
             seqs = v0.max_num_seqs
             default("max_num_seqs", seqs, "V0 SchedulerConfig default")
         return fraction, seqs, batched, block, None
-    seq_default, batched_default = vllm_batch_defaults(total, hardware.name)
+    seq_default, batched_default = vllm_batch_defaults(total, hardware.name, version)
     label = f"vllm serve default on {hardware.name}"
     if batched is None:
         base_seqs = seqs if seqs is not None else seq_default

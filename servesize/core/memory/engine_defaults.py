@@ -6,9 +6,10 @@ vLLM (vllm-project/vllm):
   (PR #38284, which also turned CUDA-graph memory profiling on by default).
 - ``max_num_seqs`` / ``max_num_batched_tokens`` for ``vllm serve``
   (vllm/engine/arg_utils.py ``get_batch_defaults``): 1024 / 8192 when the device has at least
-  70 GiB and is not an A100, else 256 / 2048. Left unset, ``max_num_batched_tokens`` becomes
-  ``min(max_num_seqs * max_model_len, default)`` and ``max_num_seqs`` at most
-  ``max_num_batched_tokens``.
+  70 GiB and is not an A100, else 256 / 2048. The device split came with PR #17885 (v0.9.0);
+  V1 releases before it serve with 256 / 2048 on every device. Left unset,
+  ``max_num_batched_tokens`` becomes ``min(max_num_seqs * max_model_len, default)`` and
+  ``max_num_seqs`` at most ``max_num_batched_tokens``.
 - ``block_size``: 16 (``CacheConfig.DEFAULT_BLOCK_SIZE``); MLA models get 64, the FlashMLA
   kernel's page size (vllm/platforms/cuda.py; unverified for every backend).
 - Releases before v0.8.0 run the V0 engine (:data:`VLLM_V1_VERSION`), whose scheduler defaults
@@ -38,6 +39,7 @@ from servesize.core.memory.units import GIB
 __all__ = [
     "ENGINES",
     "VLLM_CUDA_GRAPH_ESTIMATE_VERSION",
+    "VLLM_DEVICE_BATCH_DEFAULTS_VERSION",
     "VLLM_HYBRID_KV_VERSION",
     "VLLM_MEMORY_PROFILING_VERSION",
     "VLLM_OLDEST_VERSION",
@@ -61,6 +63,9 @@ KV budget (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1), and the 
 VLLM_V1_VERSION = (0, 8)
 """First release whose ``vllm serve`` runs the V1 engine by default (``VLLM_USE_V1=1``): older
 releases profile, pool and log the KV cache the V0 way (vllm/worker/worker.py)."""
+
+VLLM_DEVICE_BATCH_DEFAULTS_VERSION = (0, 9)
+"""First release whose ``vllm serve`` batch defaults depend on the device (PR #17885)."""
 
 VLLM_HYBRID_KV_VERSION = (0, 10)
 """From this release the V1 hybrid KV cache manager (PR #17996, merged June 2025; first
@@ -100,12 +105,20 @@ def vllm_gpu_memory_utilization(version: tuple[int, int, int]) -> float:
     return 0.92 if version[:2] >= VLLM_CUDA_GRAPH_ESTIMATE_VERSION else 0.9
 
 
-def vllm_batch_defaults(device_total_bytes: int, device_name: str) -> tuple[int, int]:
-    """``(max_num_seqs, max_num_batched_tokens)`` defaults of ``vllm serve`` on a device.
+def vllm_batch_defaults(
+    device_total_bytes: int,
+    device_name: str,
+    version: tuple[int, int, int] = (0, 21, 0),
+) -> tuple[int, int]:
+    """``(max_num_seqs, max_num_batched_tokens)`` defaults of ``vllm serve`` (V1) on a device.
 
     >>> vllm_batch_defaults(85_000_000_000, "H100 SXM"), vllm_batch_defaults(85 * 10**9, "A100")
     ((1024, 8192), (256, 2048))
+    >>> vllm_batch_defaults(85_000_000_000, "H100 SXM", (0, 8, 5))
+    (256, 2048)
     """
+    if version[:2] < VLLM_DEVICE_BATCH_DEFAULTS_VERSION:
+        return 256, 2048
     if device_total_bytes >= 70 * GIB and "a100" not in device_name.lower():
         return 1024, 8192
     return 256, 2048

@@ -187,3 +187,12 @@ def test_other_engines_print_no_vllm_lines() -> None:
     arch = _arch("meta-llama--Llama-3.1-8B.json")
     plan = plan_memory(arch, H100, Deployment(max_model_len=16_000, engine="sglang"))
     assert plan.engine_log == ()
+
+
+def test_v08_serves_with_the_small_batch_defaults_on_every_device() -> None:
+    # The >= 70 GiB / non-A100 split of get_batch_defaults came with PR #17885 (v0.9.0).
+    arch = _arch("meta-llama--Llama-3.1-8B.json")
+    old = plan_memory(arch, H100, Deployment(max_model_len=16_000, engine_version="0.8.5"))
+    new = plan_memory(arch, H100, Deployment(max_model_len=16_000, engine_version="0.9.0"))
+    assert (old.deployment.max_num_seqs, old.deployment.max_num_batched_tokens) == (256, 2048)
+    assert (new.deployment.max_num_seqs, new.deployment.max_num_batched_tokens) == (1024, 8192)
