@@ -31,6 +31,7 @@ from servesize.core.architecture import Architecture, DenseMlp, MoeMlp
 from servesize.core.dtypes import bytes_for
 from servesize.core.memory.constants import MemoryConstants
 from servesize.core.memory.deployment import ResolvedDeployment
+from servesize.core.memory.engine_defaults import VLLM_V1_VERSION
 from servesize.core.memory.ledger import LineItem
 from servesize.core.memory.sharding import VOCAB_PADDING
 from servesize.core.memory.units import cdiv, gib_text, round_up
@@ -162,6 +163,13 @@ def cuda_graph_item(res: ResolvedDeployment, constants: MemoryConstants) -> Line
         )
         graphs = len(sizes)
         detail = f"{graphs} decode graphs up to cuda_graph_max_bs {top}"
+    elif res.engine == "vllm" and res.version[:2] < VLLM_V1_VERSION:
+        # V0 (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE): [1, 2, 4] + multiples of
+        # 8 up to min(max_num_seqs, 256), one full decode graph each.
+        top = min(res.max_num_seqs or 256, 256)
+        sizes = tuple(b for b in [1, 2, 4, *range(8, 257, 8)] if b <= top)
+        graphs = len(sizes)
+        detail = f"V0: {graphs} decode graphs up to batch {sizes[-1]}"
     else:
         seqs = res.max_num_seqs or res.max_num_batched_tokens
         sizes = cuda_graph_sizes(seqs, res.max_num_batched_tokens)

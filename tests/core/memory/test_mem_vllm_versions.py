@@ -196,3 +196,25 @@ def test_v08_serves_with_the_small_batch_defaults_on_every_device() -> None:
     new = plan_memory(arch, H100, Deployment(max_model_len=16_000, engine_version="0.9.0"))
     assert (old.deployment.max_num_seqs, old.deployment.max_num_batched_tokens) == (256, 2048)
     assert (new.deployment.max_num_seqs, new.deployment.max_num_batched_tokens) == (1024, 8192)
+
+
+def test_v0_captures_one_decode_graph_per_batch_size() -> None:
+    # V0 _BATCH_SIZES_TO_CAPTURE up to max_num_seqs 256: [1, 2, 4] + 8, 16, ..., 256 = 35
+    # graphs ("Capturing CUDA graph shapes: 35/35" in V0 logs), outside the KV budget.
+    plan = _llama_3090("0.6.5", 20_000)
+    graphs = next(i for i in plan.line_items if i.name == "CUDA graphs")
+    assert graphs.formula.startswith("V0: 35 decode graphs up to batch 256")
+    constants = replace(DEFAULT_CONSTANTS, device_total_bytes=TOTAL_3090)
+    eager = plan_memory(
+        _arch("meta-llama--Llama-3.1-8B.json"),
+        RTX3090,
+        Deployment(
+            max_model_len=20_000,
+            engine_version="0.6.5",
+            enforce_eager=True,
+            gpu_memory_utilization=0.9,
+        ),
+        constants=constants,
+    )
+    assert graphs.bytes_per_gpu > 0
+    assert eager.kv_available_bytes_per_gpu == plan.kv_available_bytes_per_gpu
