@@ -49,7 +49,7 @@ def test_other_engines_have_no_vllm_lines(client: TestClient) -> None:
     assert plan(client, engine="sglang").json()["engine_log"] == []
 
 
-@pytest.mark.parametrize("version", ["0.5.4", "v0.6.3", "nightly"])
+@pytest.mark.parametrize("version", ["0.5.4", "v0.5.9", "nightly"])
 def test_unmodelled_versions_are_422_on_the_field(client: TestClient, version: str) -> None:
     response = plan(client, engine_version=version)
     assert response.status_code == 422

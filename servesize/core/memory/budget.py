@@ -6,9 +6,10 @@
   ``- CUDA-graph estimate`` (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, default on). What
   was in use before the start-up snapshot (CUDA context) is not charged, but must fit outside:
   vLLM refuses to start when ``free < requested``. The V0 engine (before v0.8.0,
-  vllm/worker/worker.py ``determine_num_available_blocks``) applies the same rule; v0.6.4
-  charges all non-torch device memory (``used - torch_allocated`` after the profile run), the
-  CUDA context included, and from v0.6.5 (``memory_profiling``) only its increase.
+  vllm/worker/worker.py ``determine_num_available_blocks``) applies the same rule; v0.6.0 -
+  v0.6.3 charge ``init_free - free_after_profile`` (no context), v0.6.4 all non-torch device
+  memory (``used - torch_allocated`` after the profile run), the CUDA context included, and
+  from v0.6.5 (``memory_profiling``) only its increase.
 - **SGLang** (sgl-project/sglang:python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py
   ``profile_max_num_token``): ``KV = free_after_load - free_before_load · (1 - mfs)``, i.e.
   ``mfs · F0 - weights`` with ``F0`` the memory free before loading. Activations and CUDA
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from servesize.core.memory.engine_defaults import (
     VLLM_CUDA_GRAPH_ESTIMATE_VERSION,
     VLLM_MEMORY_PROFILING_VERSION,
+    VLLM_NON_TORCH_ALL_VERSION,
     VLLM_V1_VERSION,
 )
 from servesize.core.memory.units import gib_text
@@ -82,7 +84,7 @@ def vllm_kv_budget(
     """
     requested = int(total_bytes * gpu_memory_utilization)
     charge_graphs = version[:2] >= VLLM_CUDA_GRAPH_ESTIMATE_VERSION
-    charge_context = version < VLLM_MEMORY_PROFILING_VERSION
+    charge_context = VLLM_NON_TORCH_ALL_VERSION <= version < VLLM_MEMORY_PROFILING_VERSION
     graphs = cuda_graph_bytes if charge_graphs else 0
     non_torch = non_torch_bytes + (context_bytes if charge_context else 0)
     kv = requested - weights_bytes - activation_bytes - non_torch - graphs

@@ -42,6 +42,7 @@ __all__ = [
     "VLLM_DEVICE_BATCH_DEFAULTS_VERSION",
     "VLLM_HYBRID_KV_VERSION",
     "VLLM_MEMORY_PROFILING_VERSION",
+    "VLLM_NON_TORCH_ALL_VERSION",
     "VLLM_OLDEST_VERSION",
     "VLLM_V1_VERSION",
     "SglangMemoryDefaults",
@@ -73,13 +74,17 @@ release unverified between v0.9.2 and v0.10.0) groups sliding-window, full and l
 layers separately (vllm/v1/core/kv_cache_utils.py ``_get_kv_cache_groups_uniform_page_size``);
 before it ``unify_hybrid_kv_cache_specs`` stores sliding-window layers as full attention."""
 
+VLLM_NON_TORCH_ALL_VERSION = (0, 6, 4)
+"""V0 releases from this one up to :data:`VLLM_MEMORY_PROFILING_VERSION` charge all non-torch
+device memory, the CUDA context included (``non_torch_allocations = used - torch_allocated``
+after the profile run, PR #9352; first release unverified). Earlier V0 releases charge
+``init_free - free_after_profile`` (weights, profile peak and non-torch growth, no context)."""
+
 VLLM_MEMORY_PROFILING_VERSION = (0, 6, 5)
 """From this V0 release ``determine_num_available_blocks`` charges only the *increase* of
-non-torch memory during profiling (``memory_profiling``, PR #10511); v0.6.4 charged all
-non-torch device memory, the CUDA context included (``non_torch_allocations = used -
-torch_allocated``)."""
+non-torch memory during profiling (``memory_profiling``, PR #10511)."""
 
-VLLM_OLDEST_VERSION = (0, 6, 4)
+VLLM_OLDEST_VERSION = (0, 6, 0)
 """Oldest vLLM release whose start-up memory accounting is modelled."""
 
 V0_CHUNKED_PREFILL_MIN_LEN = 32768

@@ -2,6 +2,7 @@
 
 Formats by release (vllm-project/vllm):
 
+- v0.6.0 - v0.6.3 V0: no memory summary, only the block lines below;
 - v0.6.4 V0 (vllm/worker/worker.py ``determine_num_available_blocks``):
   ``Memory profiling results: total_gpu_memory=...GiB initial_memory_usage=...GiB
   peak_torch_memory=...GiB memory_usage_post_profile=...GiB non_torch_memory=...GiB
@@ -25,7 +26,11 @@ Timings are not predicted and are left out of the lines.
 
 from __future__ import annotations
 
-from servesize.core.memory.engine_defaults import VLLM_MEMORY_PROFILING_VERSION, VLLM_V1_VERSION
+from servesize.core.memory.engine_defaults import (
+    VLLM_MEMORY_PROFILING_VERSION,
+    VLLM_NON_TORCH_ALL_VERSION,
+    VLLM_V1_VERSION,
+)
 from servesize.core.memory.evaluation import MemoryEvaluation
 from servesize.core.memory.units import GIB
 
@@ -74,7 +79,9 @@ def vllm_engine_log(ev: MemoryEvaluation, tokens: int, concurrency: float) -> tu
             f"Maximum concurrency for {length:,} tokens per request: {concurrency:.2f}x",
         )
     lines = [f"Loading model weights took {_g(weights):.4f} GB"]
-    if version < VLLM_MEMORY_PROFILING_VERSION:
+    if version < VLLM_NON_TORCH_ALL_VERSION:
+        pass
+    elif version < VLLM_MEMORY_PROFILING_VERSION:
         lines.append(
             f"Memory profiling results: total_gpu_memory={_g(ev.total):.2f}GiB "
             f"initial_memory_usage={_g(context + weights):.2f}GiB "

@@ -95,6 +95,15 @@ def test_v064_charges_the_cuda_context_and_v065_does_not() -> None:
     )
 
 
+def test_v063_charges_no_context() -> None:
+    # v0.6.0 - v0.6.3: peak_memory = init_free - free_after_profile, measured after the CUDA
+    # context exists, so the budget is the same as v0.6.5's.
+    old, new = _llama_3090("0.6.3", 20_000), _llama_3090("0.6.5", 20_000)
+    assert old.kv_available_bytes_per_gpu == new.kv_available_bytes_per_gpu
+    assert not any(line.startswith("Memory profiling") for line in old.engine_log)
+    assert old.engine_log[1].startswith("# GPU blocks: ")
+
+
 def test_v0_capacity_and_log_lines() -> None:
     plan = _llama_3090("0.6.4", 20_000)
     block_bytes = 16 * LLAMA_KV_PER_TOKEN  # all 32 layers' pages of one 16-token block
@@ -177,7 +186,7 @@ def test_from_v021_the_token_count_follows_the_concurrency() -> None:
     assert plan.kv_capacity_tokens == int(plan.kv_blocks / 8713 * 131_072)
 
 
-def test_releases_before_v064_are_refused_on_the_field() -> None:
+def test_releases_before_v060_are_refused_on_the_field() -> None:
     with pytest.raises(InvalidDeploymentError) as info:
         _llama_3090("0.5.4", 20_000)
     assert "/deployment/engine_version" in {i.field for i in info.value.issues}
