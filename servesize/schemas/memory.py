@@ -87,8 +87,9 @@ class DeploymentIn(RequestModel):
     engine: Engine = Field(default="vllm", examples=["vllm"])
     """Serving engine whose defaults, memory accounting and arguments apply."""
     engine_version: str | None = Field(default=None, max_length=32, examples=["0.21.0"])
-    """Engine version whose defaults apply. Null: the newest modelled (vLLM 0.21.0, SGLang
-    0.5.0, TensorRT-LLM 1.0.0)."""
+    """Engine version whose defaults, profile run and KV accounting apply (vLLM 0.6.0 and
+    later: V0 before 0.8.0, the hybrid KV manager from 0.10, CUDA graphs charged from 0.21).
+    Null: the newest modelled (vLLM 0.21.0, SGLang 0.5.0, TensorRT-LLM 1.0.0)."""
 
 
 class MemoryRequest(RequestModel):
