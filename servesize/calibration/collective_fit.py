@@ -10,7 +10,7 @@ Least squares on ``log(predicted / measured)``, so every message size weighs ali
    beat the measured NCCL time by more than 10 % (there the engine ran its own kernel);
    ``two_shot_latency_s = 2·one_shot_latency_s`` is not fitted (no row isolates it).
 
-``python -m servesize.calibration.collective_fit`` prints the result.
+``python -m bench.accuracy`` prints the result next to the defaults.
 """
 
 from __future__ import annotations
@@ -111,24 +111,17 @@ def fit_collective_constants(
         )
         out = []
         for gpus, size, seconds in rows:
-            kw = {"num_gpus": gpus, "link_bandwidth_bytes_per_s": link_bandwidth_bytes_per_s}
-            one = one_shot_all_reduce_time_s(size, constants=c, **kw)
-            two = two_shot_all_reduce_time_s(size, constants=c, **kw)
+            b = link_bandwidth_bytes_per_s
+            one = one_shot_all_reduce_time_s(
+                size, num_gpus=gpus, link_bandwidth_bytes_per_s=b, constants=c
+            )
+            two = two_shot_all_reduce_time_s(
+                size, num_gpus=gpus, link_bandwidth_bytes_per_s=b, constants=c
+            )
             out.append(np.log(np.minimum(one, two) / seconds))
         return np.concatenate(out)
 
     x = least_squares(custom_residuals, np.array([3.0, 0.6]), bounds=([0.0, 0.05], [50.0, 1.0])).x
     return replace(
         fitted, one_shot_latency_s=float(x[0]) * 1e-6, custom_link_efficiency=float(x[1])
-    )
-
-
-if __name__ == "__main__":  # pragma: no cover - manual refit
-    from servesize.calibration.kernel_tables import H100_DATA_DIRECTORY, load_collective_tables
-
-    print(
-        fit_collective_constants(
-            load_collective_tables(H100_DATA_DIRECTORY / "collectives.csv"),
-            link_bandwidth_bytes_per_s=450e9,
-        )
     )
