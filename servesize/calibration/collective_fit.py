@@ -6,9 +6,10 @@ Least squares on ``log(predicted / measured)``, so every message size weighs ali
 1. NCCL (ring LL/Simple, NVLS where the node multicasts) on the ``nccl`` all-reduce tables:
    ``nccl_latency_s``, ``nccl_hop_latency_s``, ``nccl_link_efficiency``,
    ``nccl_simple_latency_s``, ``nvls_latency_s``, ``nvls_link_efficiency``;
-2. one-shot (``one_shot_latency_s``, ``custom_link_efficiency``) on the ``custom`` rows that
-   beat the measured NCCL time by more than 10 % (there the engine ran its own kernel);
-   ``two_shot_latency_s = 2·one_shot_latency_s`` is not fitted (no row isolates it).
+2. ``one_shot_latency_s`` and ``custom_link_efficiency`` on the ``custom`` rows (TensorRT-LLM's
+   AUTO choice) at the sizes where TensorRT-LLM runs its own one-shot or two-shot kernel
+   (:func:`~servesize.core.steptime.communication.all_reduce_algorithm`), each priced by that
+   kernel's formula; ``two_shot_latency_s = 2·one_shot_latency_s``.
 
 ``python -m bench.accuracy`` prints the result next to the defaults.
 """
@@ -25,6 +26,7 @@ from servesize.core.steptime.communication import (
     DEFAULT_COLLECTIVE_CONSTANTS,
     CollectiveConstants,
     LinkTopology,
+    all_reduce_algorithm,
     nccl_all_reduce_time_s,
     one_shot_all_reduce_time_s,
     two_shot_all_reduce_time_s,
@@ -33,20 +35,21 @@ from servesize.core.steptime.tables import CollectiveTable
 
 __all__ = ["custom_kernel_rows", "fit_collective_constants"]
 
-_CUSTOM_MARGIN = 0.9
-
 
 def _all_reduce(tables: Sequence[CollectiveTable], implementation: str) -> list[CollectiveTable]:
     return [t for t in tables if t.op == "all_reduce" and t.implementation == implementation]
 
 
 def custom_kernel_rows(
-    custom: CollectiveTable, nccl: CollectiveTable
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(bytes, seconds)`` of the custom rows faster than 0.9 × NCCL at the same size."""
-    nccl_s = np.interp(np.log(custom.message_bytes), np.log(nccl.message_bytes), nccl.latency_s)
-    keep = custom.latency_s < _CUSTOM_MARGIN * nccl_s
-    return custom.message_bytes[keep], custom.latency_s[keep]
+    custom: CollectiveTable, topology: LinkTopology
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(bytes, seconds, algorithm)`` of the custom rows where TensorRT-LLM runs its own
+    kernel."""
+    algorithm = all_reduce_algorithm(
+        "trtllm", custom.message_bytes, num_gpus=custom.num_gpus, topology=topology
+    )
+    keep = algorithm != "nccl"
+    return custom.message_bytes[keep], custom.latency_s[keep], algorithm[keep]
 
 
 def fit_collective_constants(
@@ -57,7 +60,7 @@ def fit_collective_constants(
 ) -> CollectiveConstants:
     """Constants fitted on the all-reduce tables (see the module docstring)."""
     topology = LinkTopology(
-        link_bandwidth_bytes_per_s=link_bandwidth_bytes_per_s, multicast=multicast
+        link_bandwidth_bytes_per_s=link_bandwidth_bytes_per_s, multicast=multicast, gpus_per_node=8
     )
     base = DEFAULT_COLLECTIVE_CONSTANTS
     nccl = _all_reduce(tables, "nccl")
@@ -95,12 +98,7 @@ def fit_collective_constants(
         upper = np.array([100.0, 20.0, 1.0, 500.0, 500.0, 1.0])
         fitted = nccl_constants(least_squares(nccl_residuals, x0, bounds=(lower, upper)).x)
 
-    by_gpus = {t.num_gpus: t for t in nccl}
-    rows = [
-        (t.num_gpus, *custom_kernel_rows(t, by_gpus[t.num_gpus]))
-        for t in _all_reduce(tables, "custom")
-        if t.num_gpus in by_gpus
-    ]
+    rows = [(t.num_gpus, *custom_kernel_rows(t, topology)) for t in _all_reduce(tables, "custom")]
     rows = [r for r in rows if r[1].size]
     if not rows:
         return fitted
@@ -110,15 +108,15 @@ def fit_collective_constants(
             fitted, one_shot_latency_s=float(x[0]) * 1e-6, custom_link_efficiency=float(x[1])
         )
         out = []
-        for gpus, size, seconds in rows:
-            b = link_bandwidth_bytes_per_s
+        b = link_bandwidth_bytes_per_s
+        for gpus, size, seconds, algorithm in rows:
             one = one_shot_all_reduce_time_s(
                 size, num_gpus=gpus, link_bandwidth_bytes_per_s=b, constants=c
             )
             two = two_shot_all_reduce_time_s(
                 size, num_gpus=gpus, link_bandwidth_bytes_per_s=b, constants=c
             )
-            out.append(np.log(np.minimum(one, two) / seconds))
+            out.append(np.log(np.where(algorithm == "one_shot", one, two) / seconds))
         return np.concatenate(out)
 
     x = least_squares(custom_residuals, np.array([3.0, 0.6]), bounds=([0.0, 0.05], [50.0, 1.0])).x

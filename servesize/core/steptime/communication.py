@@ -40,9 +40,11 @@ Engine choice per message size (:func:`all_reduce_algorithm`):
   custom_all_reduce.py``, adapted from vLLM, ``_MAX_CAR_SIZE`` 8 MiB, vLLM's kernels).
 
 Defaults fitted on ``collectives.csv`` (aiconfigurator-core 0.12.0, H100 SXM; log-error least
-squares, ``servesize/calibration/collective_fit.py``): NCCL 2.27/2.29 all-reduce on 2/4/8 GPUs
-for the NCCL constants, the TensorRT-LLM 1.3 custom all-reduce rows where it beats NCCL by
-more than 10 % for one-shot (two-shot has no such row; ``α₂ = 2·α₁``). All-to-all keeps the
+squares, ``servesize/calibration/collective_fit.py``, rounded): NCCL 2.27/2.29 all-reduce on
+2/4/8 GPUs for the NCCL constants, the TensorRT-LLM 1.3 custom all-reduce rows at the sizes
+where TensorRT-LLM runs its own kernels for ``α₁`` (fit 2.93 µs) and ``η_c`` (0.603);
+``α₂ = 2·α₁`` is not fitted (one row, TP4 at 4 MiB, is two-shot). vLLM's and SGLang's kernels
+get the same constants (no measurement of theirs). All-to-all keeps the
 plain model ``α + (N − 1)/N · M / (B·η_link)``; a pipeline hand-off is
 ``α + M / (B·η_link)``.
 """

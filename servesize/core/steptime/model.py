@@ -6,14 +6,17 @@
   prefill and decode), attention per layer kind (prefill chunks and decodes), routed experts,
   and element-wise traffic; each costed by :mod:`~servesize.core.steptime.gemm`,
   :mod:`~servesize.core.steptime.attention` and :mod:`~servesize.core.steptime.experts`;
-- ``t_comm``: two TP all-reduces of ``tokens·h`` activations per layer, EP all-to-alls when
-  attention is data-parallel, and ``PP − 1`` pipeline hand-offs
+- ``t_comm``: two TP all-reduces of ``tokens·h`` activations per layer (each engine's
+  algorithm at that size), EP all-to-alls when attention is data-parallel, and ``PP − 1``
+  pipeline hand-offs
   (:mod:`~servesize.core.steptime.communication`);
 - ``t_overhead``: the engine's CPU time per step, plus per-layer launch time when the step is
   not replayed from a CUDA graph (:mod:`~servesize.core.steptime.engines`).
 
 Kernels, communication and CPU work are summed, not overlapped: engines run them on one
-stream. With pipeline parallelism the step is the time of one micro-batch through all stages.
+stream. With pipeline parallelism a step is one micro-batch through every stage (the callers
+split the batch into ``PP`` micro-batches), paced by the heaviest stage
+(``docs/modeling.md §2.10``).
 Each part of the step is labelled by the resource that bounds it, so ``StepTime.bound`` says
 whether the step is compute-, memory-, communication- or overhead-bound, and
 ``arithmetic_intensity`` = FLOPs / HBM bytes explains why.
@@ -212,8 +215,7 @@ class StepTimeModel:
         """Time of each step in ``work`` (vectorised; see the module docstring)."""
         inv, rates = self.inventory, self.rates
         pp = inv.pipeline_parallel_size
-        micro = np.clip(work.sequences / inv.data_parallel_size, 1.0, float(pp))
-        dp = inv.data_parallel_size * micro
+        dp = float(inv.data_parallel_size)
         a_b = inv.activation_bytes
         tokens = work.tokens / dp
         sequences = work.sequences / dp
@@ -259,23 +261,19 @@ class StepTimeModel:
                 )
             )
         for moe_op, lookup in zip(inv.moe, self.moe_lookups, strict=True):
-            add(
-                moe_cost(
-                    moe_op, work.tokens / micro, activation_bytes=a_b, rates=rates, lookup=lookup
-                )
-            )
+            add(moe_cost(moe_op, work.tokens, activation_bytes=a_b, rates=rates, lookup=lookup))
         elementwise = tokens * inv.elementwise_bytes_per_token
         memory = memory + rates.memory_time_s(elementwise)
         nbytes = nbytes + elementwise
 
         comm = self.communication_s(tokens)
         if pp > 1:
-            # PP micro-batches in flight: each GPU runs its stage (the heaviest holds
-            # ⌈L/PP⌉ of the L layers) on every micro-batch and sends it on, so a step (every
-            # resident sequence one token) lasts PP stage times of one micro-batch.
-            cycle = pp * math.ceil(inv.num_layers / pp) / inv.num_layers
-            compute, memory, flops, nbytes = (cycle * x for x in (compute, memory, flops, nbytes))
-            comm = cycle * comm + pp * self.hand_off_s(tokens)
+            # ``work`` is one micro-batch; with PP of them in flight each stage takes its turn
+            # at the pace of the heaviest one (⌈L/PP⌉ of the L layers), so the pass lasts
+            # PP·⌈L/PP⌉/L of the all-layer time, plus PP − 1 hand-offs.
+            pace = pp * math.ceil(inv.num_layers / pp) / inv.num_layers
+            compute, memory, flops, nbytes = (pace * x for x in (compute, memory, flops, nbytes))
+            comm = pace * comm + (pp - 1) * self.hand_off_s(tokens)
         overhead = self.overhead_s(work.tokens, work.prefill_tokens)
         total = compute + memory + comm + overhead
         return StepTime(
