@@ -18,7 +18,7 @@ from servesize.core.steptime.communication import (
 )
 from servesize.core.steptime.tables import CollectiveTable
 
-SIZES = 2.0 ** np.arange(9, 30)
+SIZES = np.asarray(2.0 ** np.arange(9, 30), dtype=np.float64)
 
 
 def test_the_fit_recovers_the_constants_that_made_the_tables() -> None:
