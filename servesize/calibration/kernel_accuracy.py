@@ -17,7 +17,11 @@ from servesize.core.architecture import AttentionKind
 from servesize.core.hardware import HardwareSpec
 from servesize.core.steptime import MeasuredProfile, StepWork
 from servesize.core.steptime.attention import attention_decode_cost, attention_prefill_cost
-from servesize.core.steptime.communication import LinkTopology, all_reduce_time_s
+from servesize.core.steptime.communication import (
+    LinkTopology,
+    all_reduce_time_s,
+    all_to_all_time_s,
+)
 from servesize.core.steptime.gemm import gemm_cost, gemm_curve
 from servesize.core.steptime.model import NVLS_MIN_LINK_BYTES_PER_S
 from servesize.core.steptime.operators import AttentionOp, GemmOp
@@ -132,7 +136,8 @@ def _all_reduce_errors(
 ) -> None:
     """Datasheet all-reduce model vs each measured table: ``nccl`` tables against NCCL's model
     (ring, NVLS where the node multicasts), ``custom`` ones (TensorRT-LLM's AUTO choice)
-    against TensorRT-LLM's algorithm choice; per implementation and per number of GPUs."""
+    against TensorRT-LLM's algorithm choice; per implementation and per number of GPUs; and
+    the plain all-to-all model against the NCCL all-to-all tables."""
     link = hardware.interconnect.bandwidth_bytes_per_s if hardware.interconnect else None
     if link is None:
         return
@@ -159,5 +164,15 @@ def _all_reduce_errors(
         ):
             pred[key].append(t)
             true[key].append(coll.latency_s)
+    for coll in measured.collectives:
+        if coll.op == "all_to_all":
+            pred["all_to_all nccl"].append(
+                all_to_all_time_s(
+                    coll.message_bytes,
+                    num_gpus=coll.num_gpus,
+                    link_bandwidth_bytes_per_s=float(link),
+                )
+            )
+            true["all_to_all nccl"].append(coll.latency_s)
     for key in pred:
         out.roofline[key] = ErrorSummary.of(np.concatenate(pred[key]), np.concatenate(true[key]))
