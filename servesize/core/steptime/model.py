@@ -15,8 +15,7 @@
 
 Kernels, communication and CPU work are summed, not overlapped: engines run them on one
 stream. With pipeline parallelism a step is one micro-batch through every stage (the callers
-split the batch into ``PP`` micro-batches), paced by the heaviest stage
-(``docs/modeling.md §2.10``).
+split the batch into ``PP`` micro-batches, ``docs/modeling.md §2.10``).
 Each part of the step is labelled by the resource that bounds it, so ``StepTime.bound`` says
 whether the step is compute-, memory-, communication- or overhead-bound, and
 ``arithmetic_intensity`` = FLOPs / HBM bytes explains why.
@@ -32,7 +31,6 @@ vllm_backend.py, ``trtllm_backend.py``); Vidur sums profiled operators per layer
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -214,7 +212,6 @@ class StepTimeModel:
     def step_time(self, work: StepWork) -> StepTime:
         """Time of each step in ``work`` (vectorised; see the module docstring)."""
         inv, rates = self.inventory, self.rates
-        pp = inv.pipeline_parallel_size
         dp = float(inv.data_parallel_size)
         a_b = inv.activation_bytes
         tokens = work.tokens / dp
@@ -267,13 +264,6 @@ class StepTimeModel:
         nbytes = nbytes + elementwise
 
         comm = self.communication_s(tokens)
-        if pp > 1:
-            # ``work`` is one micro-batch; with PP of them in flight each stage takes its turn
-            # at the pace of the heaviest one (⌈L/PP⌉ of the L layers), so the pass lasts
-            # PP·⌈L/PP⌉/L of the all-layer time, plus PP − 1 hand-offs.
-            pace = pp * math.ceil(inv.num_layers / pp) / inv.num_layers
-            compute, memory, flops, nbytes = (pace * x for x in (compute, memory, flops, nbytes))
-            comm = pace * comm + (pp - 1) * self.hand_off_s(tokens)
         overhead = self.overhead_s(work.tokens, work.prefill_tokens)
         total = compute + memory + comm + overhead
         return StepTime(
@@ -287,9 +277,8 @@ class StepTimeModel:
         )
 
     def communication_s(self, tokens: FloatArray) -> FloatArray:
-        """Collective time of one pass of ``tokens`` tokens per data-parallel rank through
-        every layer: TP all-reduces and EP all-to-alls (pipeline hand-offs:
-        :meth:`hand_off_s`)."""
+        """Collective time of steps with ``tokens`` tokens per data-parallel rank: TP
+        all-reduces, EP all-to-alls and ``PP − 1`` pipeline hand-offs (:meth:`hand_off_s`)."""
         inv = self.inventory
         link = self.link_bandwidth_bytes_per_s
         comm = inv.all_reduces_per_step * self.all_reduce_s(
@@ -302,6 +291,8 @@ class StepTimeModel:
                 link_bandwidth_bytes_per_s=link,
                 table=self.all_to_all_table,
             )
+        if inv.pipeline_parallel_size > 1:
+            comm = comm + (inv.pipeline_parallel_size - 1) * self.hand_off_s(tokens)
         return np.asarray(comm, dtype=np.float64)
 
     def _topology(self) -> LinkTopology:
