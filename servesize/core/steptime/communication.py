@@ -27,7 +27,9 @@ Engine choice per message size (:func:`all_reduce_algorithm`):
   ``NVIDIA/TensorRT-LLM:cpp/tensorrt_llm/common/customAllReduceUtils.h
   selectStrategyLookUpTable`` (``AllReduceBestStrategyTableSM90``, fusion
   ``RESIDUAL_RMS_NORM`` that ``tensorrt_llm/_torch/distributed/ops.py AllReduce`` runs in the
-  decoder layers). Indexed by ``⌊log2 tokens⌋`` and hidden size it is, in bytes
+  decoder layers; entries ``AllReduceStrategyType`` 0 NCCL, 4 ONESHOT, 5 TWOSHOT of
+  ``cpp/tensorrt_llm/kernels/customAllReduceKernels.h``). Indexed by ``⌊log2 tokens⌋`` and
+  hidden size it is, in bytes
   (``tokens·hidden·2``), the same for hidden 4096 and 8192: TP2 one-shot below 16 MiB; TP4
   one-shot below 4 MiB, two-shot below 8 MiB; TP8 one-shot below 1 MiB; NCCL above and for
   other sizes of TP.

@@ -259,7 +259,7 @@ class StepTimeModel:
             )
         for moe_op, lookup in zip(inv.moe, self.moe_lookups, strict=True):
             add(moe_cost(moe_op, work.tokens, activation_bytes=a_b, rates=rates, lookup=lookup))
-        elementwise = tokens * inv.elementwise_bytes_per_token
+        elementwise = self.elementwise_bytes(tokens)
         memory = memory + rates.memory_time_s(elementwise)
         nbytes = nbytes + elementwise
 
@@ -294,6 +294,27 @@ class StepTimeModel:
         if inv.pipeline_parallel_size > 1:
             comm = comm + (inv.pipeline_parallel_size - 1) * self.hand_off_s(tokens)
         return np.asarray(comm, dtype=np.float64)
+
+    def elementwise_bytes(self, tokens: FloatArray) -> FloatArray:
+        """HBM bytes of norms, residual adds and activations for ``tokens`` tokens per rank.
+
+        TensorRT-LLM fuses the residual add and RMSNorm into its one-shot and two-shot
+        all-reduce kernels (``AllReduceFusionOp.RESIDUAL_RMS_NORM``,
+        ``tensorrt_llm/_torch/distributed/ops.py AllReduce``): the reduced sum stays in
+        registers instead of being written and read back by a separate norm kernel, which
+        saves ``2·M`` bytes per fused all-reduce of ``M`` bytes. After NCCL the separate
+        kernel runs as elsewhere.
+        """
+        inv = self.inventory
+        nbytes = tokens * inv.elementwise_bytes_per_token
+        if self.engine.name != "trtllm" or inv.tensor_parallel_size == 1:
+            return np.asarray(nbytes, dtype=np.float64)
+        message = tokens * inv.hidden_size * inv.activation_bytes
+        fused = all_reduce_algorithm(
+            "trtllm", message, num_gpus=inv.tensor_parallel_size, topology=self._topology()
+        )
+        saved = np.where(fused != "nccl", inv.all_reduces_per_step * 2.0 * message, 0.0)
+        return np.asarray(nbytes - saved, dtype=np.float64)
 
     def _topology(self) -> LinkTopology:
         return self.topology or LinkTopology(

@@ -236,3 +236,19 @@ def test_stages_on_two_nodes_hand_off_over_the_network() -> None:
     assert inside.hand_off_s(np.array([1000.0]))[0] == pytest.approx(
         6e-6 + 1000 * 4096 * 2 / (450e9 * 0.8)
     )
+
+
+def test_tensorrt_llm_fuses_residual_and_norm_into_its_own_all_reduce_kernels() -> None:
+    # Llama-3.1-70B at TP8, per token and GPU: 80 layers of 10·8192·2 B (norms, residual adds)
+    # plus 3·(28672/8)·2 B (MLP activation) = 14,827,520 B. A fused one-shot all-reduce keeps
+    # the sum in registers: 160 all-reduces × 2 × 8192·2 B = 5,242,880 B less per token, only
+    # below 1 MiB (64 tokens); vLLM runs the norm as its own kernel.
+    arch = _llama_70b()
+    trt = build_step_model(arch, H100, engine="trtllm", tensor_parallel_size=8, calibrated=False)
+    vllm = build_step_model(arch, H100, engine="vllm", tensor_parallel_size=8, calibrated=False)
+    tokens = np.array([16.0, 1024.0])
+    per_token = 80 * (10 * 8192 * 2 + 3 * 3584 * 2)
+    assert trt.elementwise_bytes(tokens).tolist() == pytest.approx(
+        [16 * (per_token - 160 * 2 * 8192 * 2), 1024 * per_token]
+    )
+    assert vllm.elementwise_bytes(tokens).tolist() == pytest.approx(tokens * per_token)
