@@ -45,12 +45,14 @@ from servesize.calibration import (
     steady_state_cases,
 )
 from servesize.calibration.cases import Group, ServingCase
+from servesize.calibration.collective_fit import fit_collective_constants
 from servesize.calibration.fitting import fit_simulator_constants
 from servesize.calibration.simulated import benchmark_client, replayable, simulate_cases
 from servesize.catalog import ModelCatalog
 from servesize.core.architecture import Architecture
 from servesize.core.simulation import SchedulerConfig
 from servesize.core.steptime import ENGINE_PROFILES, EngineProfile, StepTimeModel
+from servesize.core.steptime.communication import DEFAULT_COLLECTIVE_CONSTANTS
 from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
 CATALOGUE = Path(__file__).resolve().parent.parent / "servesize" / "data" / "models"
@@ -108,6 +110,11 @@ def print_report(result: AccuracyReport) -> None:
     print("\nKernel tables: datasheet roofline defaults vs measured (MAPE / median %)")
     for name, summary in result.kernels.roofline.items():
         print(f"  {name:<40} {summary.count:>5}  {summary.mape:>7.1f} {summary.median:>7.1f}")
+    fitted = fit_collective_constants(
+        load_measured_profile().collectives, link_bandwidth_bytes_per_s=450e9
+    )
+    print(f"  all-reduce constants refitted on collectives.csv: {fitted}")
+    print(f"  (defaults in use: {DEFAULT_COLLECTIVE_CONSTANTS})")
     print("GEMM ratio transfer, leave one shape out (MAPE / median %)")
     for name, summary in result.kernels.transfer.items():
         print(f"  {name:<40} {summary.count:>5}  {summary.mape:>7.1f} {summary.median:>7.1f}")

@@ -17,8 +17,13 @@ from servesize.core.architecture import AttentionKind
 from servesize.core.hardware import HardwareSpec
 from servesize.core.steptime import MeasuredProfile, StepWork
 from servesize.core.steptime.attention import attention_decode_cost, attention_prefill_cost
-from servesize.core.steptime.communication import all_reduce_time_s
+from servesize.core.steptime.communication import (
+    LinkTopology,
+    all_reduce_time_s,
+    all_to_all_time_s,
+)
 from servesize.core.steptime.gemm import gemm_cost, gemm_curve
+from servesize.core.steptime.model import NVLS_MIN_LINK_BYTES_PER_S
 from servesize.core.steptime.operators import AttentionOp, GemmOp
 from servesize.core.steptime.rates import DEFAULT_GEMM_EFFICIENCY_BY_DTYPE, DeviceRates
 from servesize.core.steptime.tables import GemmTable
@@ -122,19 +127,52 @@ def kernel_accuracy(measured: MeasuredProfile, hardware: HardwareSpec) -> Kernel
         by_kind[name][1].append(att.latency_s.ravel())
     for name, (pred, true) in sorted(by_kind.items()):
         out.roofline[name] = ErrorSummary.of(np.concatenate(pred), np.concatenate(true))
+    _all_reduce_errors(measured, hardware, out)
+    return out
+
+
+def _all_reduce_errors(
+    measured: MeasuredProfile, hardware: HardwareSpec, out: KernelErrors
+) -> None:
+    """Datasheet all-reduce model vs each measured table: ``nccl`` tables against NCCL's model
+    (ring, NVLS where the node multicasts), ``custom`` ones (TensorRT-LLM's AUTO choice)
+    against TensorRT-LLM's algorithm choice; per implementation and per number of GPUs; and
+    the plain all-to-all model against the NCCL all-to-all tables."""
     link = hardware.interconnect.bandwidth_bytes_per_s if hardware.interconnect else None
-    pred_ar: dict[str, list[np.ndarray]] = defaultdict(list)
-    true_ar: dict[str, list[np.ndarray]] = defaultdict(list)
-    for coll in measured.collectives:
-        if coll.op != "all_reduce" or link is None:
+    if link is None:
+        return
+    topology = LinkTopology(
+        link_bandwidth_bytes_per_s=float(link),
+        multicast=float(link) >= NVLS_MIN_LINK_BYTES_PER_S,
+        gpus_per_node=hardware.interconnect.gpus_per_node if hardware.interconnect else None,
+    )
+    pred: dict[str, list[np.ndarray]] = defaultdict(list)
+    true: dict[str, list[np.ndarray]] = defaultdict(list)
+    for coll in sorted(measured.collectives, key=lambda t: (t.implementation, t.num_gpus)):
+        if coll.op != "all_reduce":
             continue
         t = all_reduce_time_s(
-            coll.message_bytes, num_gpus=coll.num_gpus, link_bandwidth_bytes_per_s=float(link)
+            coll.message_bytes,
+            num_gpus=coll.num_gpus,
+            link_bandwidth_bytes_per_s=float(link),
+            engine="trtllm" if coll.implementation == "custom" else None,
+            topology=topology,
         )
-        pred_ar[coll.implementation].append(t)
-        true_ar[coll.implementation].append(coll.latency_s)
-    for impl in sorted(pred_ar):
-        out.roofline[f"all_reduce {impl}"] = ErrorSummary.of(
-            np.concatenate(pred_ar[impl]), np.concatenate(true_ar[impl])
-        )
-    return out
+        for key in (
+            f"all_reduce {coll.implementation}",
+            f"all_reduce {coll.implementation} {coll.num_gpus} GPUs",
+        ):
+            pred[key].append(t)
+            true[key].append(coll.latency_s)
+    for coll in measured.collectives:
+        if coll.op == "all_to_all":
+            pred["all_to_all nccl"].append(
+                all_to_all_time_s(
+                    coll.message_bytes,
+                    num_gpus=coll.num_gpus,
+                    link_bandwidth_bytes_per_s=float(link),
+                )
+            )
+            true["all_to_all nccl"].append(coll.latency_s)
+    for key in pred:
+        out.roofline[key] = ErrorSummary.of(np.concatenate(pred[key]), np.concatenate(true[key]))

@@ -313,7 +313,7 @@ class _Vectorised:
         for moe_op, lookup in zip(inv.moe, model.moe_lookups, strict=True):
             cost = moe_cost(moe_op, counts, activation_bytes=a_b, rates=rates, lookup=lookup)
             total = total + cost.time_s
-        total = total + rates.memory_time_s(per_rank * inv.elementwise_bytes_per_token)
+        total = total + rates.memory_time_s(model.elementwise_bytes(per_rank))
         total = total + model.communication_s(per_rank)
         prefill = counts if self.part == "tokens_prefill" else np.zeros_like(counts)
         return np.asarray(total + model.overhead_s(counts, prefill), dtype=np.float64)

@@ -6,14 +6,16 @@
   prefill and decode), attention per layer kind (prefill chunks and decodes), routed experts,
   and element-wise traffic; each costed by :mod:`~servesize.core.steptime.gemm`,
   :mod:`~servesize.core.steptime.attention` and :mod:`~servesize.core.steptime.experts`;
-- ``t_comm``: two TP all-reduces of ``tokens·h`` activations per layer, EP all-to-alls when
-  attention is data-parallel, and ``PP − 1`` pipeline hand-offs
+- ``t_comm``: two TP all-reduces of ``tokens·h`` activations per layer (each engine's
+  algorithm at that size), EP all-to-alls when attention is data-parallel, and ``PP − 1``
+  pipeline hand-offs
   (:mod:`~servesize.core.steptime.communication`);
 - ``t_overhead``: the engine's CPU time per step, plus per-layer launch time when the step is
   not replayed from a CUDA graph (:mod:`~servesize.core.steptime.engines`).
 
 Kernels, communication and CPU work are summed, not overlapped: engines run them on one
-stream. With pipeline parallelism the step is the time of one micro-batch through all stages.
+stream. With pipeline parallelism a step is one micro-batch through every stage (the callers
+split the batch into ``PP`` micro-batches, ``docs/modeling.md §2.10``).
 Each part of the step is labelled by the resource that bounds it, so ``StepTime.bound`` says
 whether the step is compute-, memory-, communication- or overhead-bound, and
 ``arithmetic_intensity`` = FLOPs / HBM bytes explains why.
@@ -46,6 +48,9 @@ from servesize.core.steptime.attention import (
     attention_prefill_cost,
 )
 from servesize.core.steptime.communication import (
+    DEFAULT_NETWORK_BANDWIDTH_BYTES_PER_S,
+    LinkTopology,
+    all_reduce_algorithm,
     all_reduce_time_s,
     all_to_all_time_s,
     point_to_point_time_s,
@@ -169,6 +174,11 @@ class StepTimeModel:
     sources: Mapping[str, str]
     """Per component, where its numbers come from: ``measured: …``, ``default: …``,
     ``datasheet: …`` or ``calibrated: …``."""
+    topology: LinkTopology | None = None
+    """The links of the deployment (``None``: a fully connected node of
+    ``link_bandwidth_bytes_per_s`` links, no multicast)."""
+    nccl_all_reduce_table: CollectiveTable | None = None
+    """Measured NCCL all-reduce, for the sizes where the engine falls back to NCCL."""
 
     @property
     def weight_bytes_per_gpu(self) -> float:
@@ -249,7 +259,7 @@ class StepTimeModel:
             )
         for moe_op, lookup in zip(inv.moe, self.moe_lookups, strict=True):
             add(moe_cost(moe_op, work.tokens, activation_bytes=a_b, rates=rates, lookup=lookup))
-        elementwise = tokens * inv.elementwise_bytes_per_token
+        elementwise = self.elementwise_bytes(tokens)
         memory = memory + rates.memory_time_s(elementwise)
         nbytes = nbytes + elementwise
 
@@ -268,15 +278,11 @@ class StepTimeModel:
 
     def communication_s(self, tokens: FloatArray) -> FloatArray:
         """Collective time of steps with ``tokens`` tokens per data-parallel rank: TP
-        all-reduces, EP all-to-alls and pipeline hand-offs (see the module docstring)."""
+        all-reduces, EP all-to-alls and ``PP − 1`` pipeline hand-offs (:meth:`hand_off_s`)."""
         inv = self.inventory
-        a_b = inv.activation_bytes
         link = self.link_bandwidth_bytes_per_s
-        comm = inv.all_reduces_per_step * all_reduce_time_s(
-            tokens * inv.hidden_size * a_b,
-            num_gpus=inv.tensor_parallel_size,
-            link_bandwidth_bytes_per_s=link,
-            table=self.all_reduce_table,
+        comm = inv.all_reduces_per_step * self.all_reduce_s(
+            tokens * inv.hidden_size * inv.activation_bytes
         )
         if inv.all_to_alls_per_step:
             comm = comm + inv.all_to_alls_per_step * all_to_all_time_s(
@@ -286,10 +292,78 @@ class StepTimeModel:
                 table=self.all_to_all_table,
             )
         if inv.pipeline_parallel_size > 1:
-            comm = comm + (inv.pipeline_parallel_size - 1) * point_to_point_time_s(
-                tokens * inv.hidden_size * a_b, link_bandwidth_bytes_per_s=link
-            )
+            comm = comm + (inv.pipeline_parallel_size - 1) * self.hand_off_s(tokens)
         return np.asarray(comm, dtype=np.float64)
+
+    def elementwise_bytes(self, tokens: FloatArray) -> FloatArray:
+        """HBM bytes of norms, residual adds and activations for ``tokens`` tokens per rank.
+
+        TensorRT-LLM fuses the residual add and RMSNorm into its one-shot and two-shot
+        all-reduce kernels (``AllReduceFusionOp.RESIDUAL_RMS_NORM``,
+        ``tensorrt_llm/_torch/distributed/ops.py AllReduce``): the reduced sum stays in
+        registers instead of being written and read back by a separate norm kernel, which
+        saves ``2·M`` bytes per fused all-reduce of ``M`` bytes. After NCCL the separate
+        kernel runs as elsewhere.
+        """
+        inv = self.inventory
+        nbytes = tokens * inv.elementwise_bytes_per_token
+        if self.engine.name != "trtllm" or inv.tensor_parallel_size == 1:
+            return np.asarray(nbytes, dtype=np.float64)
+        message = tokens * inv.hidden_size * inv.activation_bytes
+        fused = all_reduce_algorithm(
+            "trtllm", message, num_gpus=inv.tensor_parallel_size, topology=self._topology()
+        )
+        saved = np.where(fused != "nccl", inv.all_reduces_per_step * 2.0 * message, 0.0)
+        return np.asarray(nbytes - saved, dtype=np.float64)
+
+    def _topology(self) -> LinkTopology:
+        return self.topology or LinkTopology(
+            link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s
+        )
+
+    def all_reduce_s(self, message_bytes: FloatArray) -> FloatArray:
+        """One TP all-reduce of ``message_bytes`` as the engine runs it: its algorithm at that
+        size (:func:`~servesize.core.steptime.communication.all_reduce_algorithm`), priced by
+        the measured table of that implementation where there is one (TensorRT-LLM's
+        ``custom`` table is its whole AUTO choice), else by the algorithm's model."""
+        inv, topo = self.inventory, self._topology()
+        tp, engine = inv.tensor_parallel_size, self.engine.name
+        node = topo.gpus_per_node
+        modelled = all_reduce_time_s(
+            message_bytes,
+            num_gpus=tp,
+            link_bandwidth_bytes_per_s=topo.link_bandwidth_bytes_per_s,
+            engine=engine,
+            topology=topo,
+        )
+        custom, nccl = self.all_reduce_table, self.nccl_all_reduce_table
+        if tp == 1 or (custom is None and nccl is None) or (node is not None and tp > node):
+            return modelled
+        b = topo.link_bandwidth_bytes_per_s
+        if engine == "trtllm" and custom is not None:
+            return all_reduce_time_s(
+                message_bytes, num_gpus=tp, link_bandwidth_bytes_per_s=b, table=custom
+            )
+        algorithm = all_reduce_algorithm(engine, message_bytes, num_gpus=tp, topology=topo)
+        on_custom = all_reduce_time_s(
+            message_bytes, num_gpus=tp, link_bandwidth_bytes_per_s=b, table=custom or nccl
+        )
+        on_nccl = all_reduce_time_s(
+            message_bytes, num_gpus=tp, link_bandwidth_bytes_per_s=b, table=nccl or custom
+        )
+        return np.asarray(np.where(algorithm == "nccl", on_nccl, on_custom), dtype=np.float64)
+
+    def hand_off_s(self, tokens: FloatArray) -> FloatArray:
+        """One pipeline hand-off of ``tokens`` activations, over the network when a stage
+        boundary crosses nodes (the slowest boundary paces the pipeline)."""
+        inv, topo = self.inventory, self._topology()
+        link = topo.link_bandwidth_bytes_per_s
+        node, tp, pp = topo.gpus_per_node, inv.tensor_parallel_size, inv.pipeline_parallel_size
+        if node is not None and any((s * tp - 1) // node != (s * tp) // node for s in range(1, pp)):
+            link = min(link, topo.network_bandwidth_bytes_per_s)
+        return point_to_point_time_s(
+            tokens * inv.hidden_size * inv.activation_bytes, link_bandwidth_bytes_per_s=link
+        )
 
     def overhead_s(self, tokens: FloatArray, prefill_tokens: FloatArray) -> FloatArray:
         """The engine's CPU time of steps with ``tokens`` tokens in all (``prefill_tokens`` of
@@ -322,13 +396,16 @@ def build_step_model(
     measured: MeasuredProfile | None = None,
     calibrated: bool = True,
     moe_distribution: str = "balanced",
+    network_bandwidth_bytes_per_s: float = DEFAULT_NETWORK_BANDWIDTH_BYTES_PER_S,
 ) -> StepTimeModel:
     """Compile ``arch`` on ``hardware`` under one deployment into a :class:`StepTimeModel`.
 
     ``weight_dtype``/``expert_weight_dtype`` default to the checkpoint's
     (:func:`checkpoint_weight_dtypes`). ``measured`` tables, when given, replace the roofline
     defaults for every operator they cover; ``calibrated=False`` uses the engine profile with
-    its fitted constants neutralised (pure roofline plus scheduler limits).
+    its fitted constants neutralised (pure roofline plus scheduler limits). Collectives on
+    more GPUs than ``hardware.interconnect.gpus_per_node`` (TP, or pipeline stages on another
+    node) go over the network at ``network_bandwidth_bytes_per_s`` per GPU.
     """
     profile = (
         engine
@@ -445,15 +522,30 @@ def build_step_model(
         )
 
     tp = inventory.tensor_parallel_size
-    ar_table = a2a_table = None
+    topology = _topology(hardware, network_bandwidth_bytes_per_s)
+    ar_table = nccl_table = a2a_table = None
     if measured is not None:
         if tp > 1:
-            ar_table = measured.collective("all_reduce", tp, "custom")
+            ar_table, nccl_table = (
+                next(
+                    (
+                        t
+                        for t in measured.collectives
+                        if (t.op, t.num_gpus, t.implementation) == ("all_reduce", tp, impl)
+                    ),
+                    None,
+                )
+                for impl in ("custom", "nccl")
+            )
         if inventory.all_to_alls_per_step:
             a2a_table = measured.collective("all_to_all", inventory.expert_parallel_size, "nccl")
     if tp > 1:
+        timed = [t.source for t in (ar_table, nccl_table) if t is not None]
         sources["all_reduce"] = (
-            f"measured: {ar_table.source}" if ar_table else "default: ring model, 6 µs per call"
+            f"measured: {'; '.join(timed)} (by {profile.name}'s algorithm per message size)"
+            if timed
+            else f"default: {profile.name}'s one-shot/two-shot/NCCL choice per message size"
+            + (", NVLS" if topology.multicast else "")
         )
     if inventory.all_to_alls_per_step:
         sources["all_to_all"] = (
@@ -474,4 +566,25 @@ def build_step_model(
         all_reduce_table=ar_table,
         all_to_all_table=a2a_table,
         sources=sources,
+        topology=topology,
+        nccl_all_reduce_table=nccl_table,
+    )
+
+
+NVLS_MIN_LINK_BYTES_PER_S = 450e9
+"""NVLink at 450 GB/s or more per direction is NVLink 4 or later on an NVSwitch baseboard (HGX
+H100/H200/H20, B200, GB200), whose switches reduce and multicast (NVLS); A100's NVLink 3
+(300 GB/s) and the NVLink bridges of PCIe cards do not."""
+
+
+def _topology(hardware: HardwareSpec, network_bandwidth_bytes_per_s: float) -> LinkTopology:
+    link = hardware.interconnect
+    bandwidth = link.bandwidth_bytes_per_s if link else None
+    nvlink = link is not None and link.kind == "nvlink" and bool(bandwidth)
+    return LinkTopology(
+        link_bandwidth_bytes_per_s=float(bandwidth or PCIE_LINK_BYTES_PER_S),
+        fully_connected=bool(bandwidth),
+        multicast=nvlink and float(bandwidth or 0) >= NVLS_MIN_LINK_BYTES_PER_S,
+        gpus_per_node=link.gpus_per_node if link else None,
+        network_bandwidth_bytes_per_s=network_bandwidth_bytes_per_s,
     )
