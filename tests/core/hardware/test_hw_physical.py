@@ -36,7 +36,8 @@ def test_planned_gpus_are_listed_with_sources(profile: str) -> None:
     spec = SPECS[profile]
     entry = ENTRIES[spec.name]
     assert entry["sources"]
-    assert spec.memory_bytes > 0 and spec.memory_bandwidth_bytes_per_s > 0
+    assert spec.memory_bytes > 0
+    assert spec.memory_bandwidth_bytes_per_s > 0
     assert spec.peak_flop_per_s("bf16")
 
 
@@ -45,7 +46,8 @@ def test_planned_gpus_are_listed_with_sources(profile: str) -> None:
 def test_blackwell_parts_have_a_dense_fp4_peak_above_fp8(profile: str) -> None:
     spec = SPECS[profile]
     fp4, fp8 = spec.peak_flop_per_s("fp4"), spec.peak_flop_per_s("fp8")
-    assert fp4 is not None and fp8 is not None
+    assert fp4 is not None
+    assert fp8 is not None
     assert fp4 >= 2 * fp8
 
 
@@ -67,7 +69,8 @@ def test_fp32_peak_is_sms_times_cores_times_clock() -> None:
     # Ada / Ampere / Blackwell consumer SMs: 128 FP32 lanes, 2 FLOP per FMA.
     for profile in ("rtx-4090", "l40s", "rtx-5090", "rtx-3090", "l20"):
         spec = SPECS[profile]
-        assert spec.sm_count is not None and spec.boost_clock_hz is not None
+        assert spec.sm_count is not None
+        assert spec.boost_clock_hz is not None
         expected_tflops = spec.sm_count * 128 * 2 * spec.boost_clock_hz / 1e12
         assert spec.peak_tflop_per_s["fp32"] == pytest.approx(expected_tflops, rel=0.03), profile
 
@@ -76,4 +79,5 @@ def test_no_nvlink_switch_on_pcie_cards() -> None:
     # The RTX 3090's NVLink is a two-card bridge, not a node fabric: its TP traffic crosses PCIe.
     for profile in ("rtx-3090", "rtx-5090", "l20", "rtx-pro-6000-blackwell-server-edition"):
         link = SPECS[profile].interconnect
-        assert link is not None and link.kind == "pcie"
+        assert link is not None
+        assert link.kind == "pcie"

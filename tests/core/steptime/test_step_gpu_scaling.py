@@ -144,12 +144,14 @@ def test_collectives_keep_latency_and_scale_bandwidth() -> None:
         latency_s=np.array([10e-6, 30e-6, 110e-6]),
     )
     profile = MeasuredProfile(name="t", collectives=(table,))
-    nvlink5 = replace(REF, id="nv5", interconnect=Interconnect(kind="nvlink",
-                                                               bandwidth_bytes_per_s=900 * 10**9))  # fmt: skip
+    nvlink5 = replace(
+        REF, id="nv5", interconnect=Interconnect(kind="nvlink", bandwidth_bytes_per_s=900 * 10**9)
+    )
     out = scale_measured_profile(profile, REF, nvlink5)
     assert out.collectives[0].latency_s == pytest.approx([10e-6, 20e-6, 60e-6])
-    pcie = replace(REF, id="pcie", interconnect=Interconnect(kind="pcie",
-                                                             bandwidth_bytes_per_s=None))  # fmt: skip
+    pcie = replace(
+        REF, id="pcie", interconnect=Interconnect(kind="pcie", bandwidth_bytes_per_s=None)
+    )
     assert scale_measured_profile(profile, REF, pcie).collectives == ()
 
 
@@ -176,7 +178,8 @@ def test_the_reference_maps_to_itself() -> None:
     h100 = reference_gpu()
     tables = load_measured_profile()
     same = scale_measured_profile(tables, h100, h100)
-    for before, after in zip(tables.gemm + tables.attention, same.gemm + same.attention, strict=True):  # fmt: skip
+    pairs = zip(tables.gemm + tables.attention, same.gemm + same.attention, strict=True)
+    for before, after in pairs:
         np.testing.assert_allclose(after.latency_s, before.latency_s, rtol=1e-12)
     assert len(same.collectives) == len(tables.collectives)
     assert len(same.moe) == len(tables.moe)
