@@ -28,11 +28,11 @@ from servesize.db.seed import datasheet_entries
 CATALOGUE = Path(__file__).resolve().parent.parent / "servesize" / "data" / "models"
 
 
-def _predictions() -> dict[str, list[GpuOfflinePrediction]]:
+def _predictions(csv_path: Path | None) -> dict[str, list[GpuOfflinePrediction]]:
     catalog = ModelCatalog(CATALOGUE)
     archs = {model_id: catalog.architecture(model_id) for model_id in catalog.ids()}
     hardware = {s.id: s for s in (datasheet_spec(e) for e in datasheet_entries())}
-    rows = load_gpu_offline_rows()
+    rows = load_gpu_offline_rows() if csv_path is None else load_gpu_offline_rows(csv_path)
     return {
         source: predict_gpu_offline(rows, archs, hardware, source=source)
         for source in KERNEL_SOURCES
@@ -42,9 +42,15 @@ def _predictions() -> dict[str, list[GpuOfflinePrediction]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", action="store_true", help="print every row")
+    parser.add_argument(
+        "--csv",
+        type=Path,
+        default=None,
+        help="another table of the same layout (e.g. the H100 rows of ../shared/data/h100)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None and __name__ == "__main__" else argv)
-    by_source = _predictions()
-    print("\nOffline throughput on non-H100 GPUs (TensorRT-LLM perf-overview, validation only)")
+    by_source = _predictions(args.csv)
+    print("\nOffline throughput, datasheet roofline vs scaled H100 tables (TensorRT-LLM perf-overview)")
     groups: dict[tuple[str, str, str], dict[str, list[GpuOfflinePrediction]]] = defaultdict(
         lambda: defaultdict(list)
     )

@@ -55,6 +55,7 @@ GPU_OFFLINE_CSV = (
 )
 
 GPU_PROFILES: dict[str, str] = {
+    "H100 SXM 80GB (DGX H100)": "h100-sxm",
     "H200 SXM 141GB (DGX H200)": "h200-sxm",
     "B200 180GB (DGX B200)": "b200",
     "GB200 192GB (GB200 NVL72)": "gb200",
