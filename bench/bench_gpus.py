@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(sys.argv[1:] if argv is None and __name__ == "__main__" else argv)
     by_source = _predictions(args.csv)
-    print("\nOffline throughput, datasheet roofline vs scaled H100 tables (TensorRT-LLM perf-overview)")
+    print("\nOffline throughput: datasheet roofline vs scaled H100 tables (TensorRT-LLM)")
     groups: dict[tuple[str, str, str], dict[str, list[GpuOfflinePrediction]]] = defaultdict(
         lambda: defaultdict(list)
     )
