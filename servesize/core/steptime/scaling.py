@@ -23,6 +23,17 @@ and a work part, and the work part's roofline decides which resource binds:
   ``T = ⌈m/128⌉·⌈n/128⌉`` tiles and runs ``⌈T/S⌉`` waves on ``S`` SMs, so the compute term
   carries ``q(S) = ⌈T/S⌉·S/T`` and ``w = q(S_tgt) / q(S_ref)`` (1 when an SM count is unknown).
 
+A target with an FP4 peak and no FP4 table gets one derived from each FP8 GEMM table: the same
+cell with the FP8 peak of the reference against the FP4 peak of the target for ``T_c``, and
+the NVFP4 weight bytes (``NVFP4_WEIGHT_BYTES`` = 9/16 per element: 4-bit values plus one FP8
+scale per 16) against FP8's one byte for ``T_m``:
+
+    t_fp4 = t_fix · f_ref/f_tgt
+          + t_work · max(T_c · P8_ref/P4_tgt · w, T_m^fp4 · r_W) / max(T_c, T_m)
+
+so an FP4 GEMM keeps the fraction of peak the H100's FP8 kernel reached at that shape, where the
+roofline alone would assume its large-GEMM efficiency at every ``m``.
+
 Collectives keep their smallest-message latency ``α`` (link and synchronisation latency) and
 scale the rest by the per-direction link bandwidth ratio; a target without a GPU-to-GPU fabric
 (PCIe), or with fewer GPUs per node than a table, drops those tables so the bandwidth formula of
@@ -59,6 +70,7 @@ from servesize.core.steptime.tables import (
 
 __all__ = [
     "GEMM_TILE",
+    "NVFP4_WEIGHT_BYTES",
     "GpuRatios",
     "gpu_ratios",
     "scale_kernel_time_s",
@@ -70,7 +82,11 @@ GEMM_TILE = 128
 """Output tile edge assumed for wave quantisation (CUTLASS/cuBLAS Hopper GEMMs use 128×128
 or 128×256 tiles for large problems; the ratio is insensitive to the choice)."""
 
+NVFP4_WEIGHT_BYTES = 9 / 16
+"""Bytes per NVFP4 weight: a 4-bit E2M1 value plus one FP8 scale per 16 (``core/dtypes.py``)."""
+
 _FABRICS = ("nvlink", "infinity_fabric")
+_WEIGHT_BYTES = {"fp8": 1.0, "fp4": NVFP4_WEIGHT_BYTES}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,10 +173,13 @@ def scale_kernel_time_s(
     floor_s: float,
     clock_ratio: float,
     wave_ratio: FloatArray | float = 1.0,
+    bound_s: FloatArray | None = None,
 ) -> FloatArray:
     """One measured time carried to the target (the formula of the module docstring).
 
-    ``compute_s`` / ``memory_s`` are the reference roofline terms ``T_c``, ``T_m``.
+    ``compute_s`` / ``memory_s`` are the reference roofline terms ``T_c``, ``T_m``;
+    ``bound_s`` is ``max(T_c, T_m)`` of the measured kernel when the terms passed are not
+    its own (a change of dtype rescales ``T_m`` first).
 
     >>> scale_kernel_time_s(np.array([100e-6]), np.array([0.0]), np.array([90e-6]),
     ...     compute_ratio=1.0, memory_ratio=1 / 1.43, floor_s=0.0, clock_ratio=1.0).tolist()
@@ -168,7 +187,7 @@ def scale_kernel_time_s(
     """
     fixed = np.minimum(t_ref_s, floor_s)
     work = t_ref_s - fixed
-    bound = np.maximum(compute_s, memory_s)
+    bound = np.maximum(compute_s, memory_s) if bound_s is None else bound_s
     scaled = np.maximum(compute_s * compute_ratio * wave_ratio, memory_s * memory_ratio)
     factor = np.where(bound > 0, scaled / np.where(bound > 0, bound, 1.0), memory_ratio)
     return np.asarray(fixed * clock_ratio + work * factor, dtype=np.float64)
@@ -183,28 +202,36 @@ def _terms(
     return flops / (peak * eta), nbytes / bandwidth
 
 
-def _scale_gemm(table: GemmTable, r: GpuRatios) -> GemmTable | None:
-    compute_ratio = r.compute(table.dtype)
-    if compute_ratio is None:
+def _scale_gemm(table: GemmTable, r: GpuRatios, as_dtype: str | None = None) -> GemmTable | None:
+    """``table`` on the target; ``as_dtype="fp4"`` derives the FP4 table of an FP8 one."""
+    dtype = as_dtype or table.dtype
+    ref_peak = r.reference.peak_flop_per_s(table.dtype)
+    tgt_peak = r.target.peak_flop_per_s(dtype)
+    if not ref_peak or not tgt_peak:
         return None
-    wb = 1.0 if table.dtype == "fp8" else 2.0
+    wb = _WEIGHT_BYTES.get(table.dtype, 2.0)
     m = table.m[None, :]
     n, k = table.n[:, None], table.k[:, None]
     flops = 2.0 * m * n * k
     nbytes = n * k * wb + m * (n + k) * 2.0
     tc, tm = _terms(flops, nbytes, table.dtype, r.reference)
+    # the target's memory term carries its own weight bytes (the same as the reference's
+    # unless the dtype changes): T_m^tgt / T_m = Q_tgt / Q_ref
+    bytes_ratio = (n * k * _WEIGHT_BYTES.get(dtype, 2.0) + m * (n + k) * 2.0) / nbytes
     tiles = np.ceil(m / GEMM_TILE) * np.ceil(n / GEMM_TILE)
     latency = scale_kernel_time_s(
         table.latency_s,
         tc,
-        tm,
-        compute_ratio=compute_ratio,
+        tm * bytes_ratio,
+        compute_ratio=ref_peak / tgt_peak,
         memory_ratio=r.memory,
         floor_s=DEFAULT_KERNEL_FLOOR_S,
         clock_ratio=r.clock,
         wave_ratio=r.waves(tiles),
+        bound_s=np.maximum(tc, tm),
     )
-    return replace(table, latency_s=latency, source=_source(table.source, r))
+    source = _source(table.source, r) + (f" as {dtype}" if as_dtype else "")
+    return replace(table, dtype=dtype, latency_s=latency, source=source)
 
 
 def _attention_work(table: AttentionTable) -> tuple[FloatArray, FloatArray]:
@@ -294,6 +321,9 @@ def scale_measured_profile(
     """
     r = gpu_ratios(reference, target)
     gemm = tuple(t for t in (_scale_gemm(g, r) for g in profile.gemm) if t is not None)
+    if not any(g.dtype == "fp4" for g in profile.gemm):
+        derived = (_scale_gemm(g, r, "fp4") for g in profile.gemm if g.dtype == "fp8")
+        gemm += tuple(t for t in derived if t is not None)
     attention = tuple(
         t for t in (_scale_attention(a, r) for a in profile.attention) if t is not None
     )

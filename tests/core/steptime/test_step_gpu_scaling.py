@@ -183,3 +183,22 @@ def test_the_reference_maps_to_itself() -> None:
         np.testing.assert_allclose(after.latency_s, before.latency_s, rtol=1e-12)
     assert len(same.collectives) == len(tables.collectives)
     assert len(same.moe) == len(tables.moe)
+
+
+def test_fp4_tables_are_derived_from_fp8_ones() -> None:
+    fp4_gpu = replace(REF, id="fp4", peak_tflop_per_s={"bf16": 989.0, "fp8": 1979.0, "fp4": 3958.0})
+    # Memory-bound: m = 1, n = k = 8192. FP8 moves 8192² · 1 B + 1 · 16384 · 2 B = 67,141,632 B;
+    # NVFP4 8192² · 9/16 B + 32,768 B = 37,781,504 B: the work part shrinks by 0.562713,
+    # t = 4 µs + 46 µs · 0.562713 = 29.885 µs.
+    table = _gemm(1, 8192, 8192, 50e-6, "fp8")
+    out = scale_measured_profile(MeasuredProfile(name="t", gemm=(table,)), REF, fp4_gpu)
+    assert [t.dtype for t in out.gemm] == ["fp8", "fp4"]
+    assert out.gemm[1].latency_s[0, 0] == pytest.approx(29.8848e-6, rel=1e-5)
+    # Compute-bound: m = 16384, n = k = 8192 (T_c = 2.02 ms at the FP8 peak, T_m = 0.21 ms):
+    # twice the FP8 peak as FP4, t = 4 µs + 2996 µs / 2 = 1502 µs.
+    table = _gemm(16384, 8192, 8192, 3000e-6, "fp8")
+    out = scale_measured_profile(MeasuredProfile(name="t", gemm=(table,)), REF, fp4_gpu)
+    assert out.gemm[1].latency_s[0, 0] == pytest.approx(1502e-6, rel=1e-9)
+    # No FP4 peak on the target: nothing derived.
+    only_fp8 = MeasuredProfile(name="t", gemm=(table,))
+    assert [t.dtype for t in scale_measured_profile(only_fp8, REF, REF).gemm] == ["fp8"]
