@@ -18,6 +18,7 @@ from servesize.calibration.gpu_validation import (
     KERNEL_SOURCES,
     GpuOfflinePrediction,
     load_gpu_offline_rows,
+    predict_gemm_kernels,
     predict_gpu_offline,
     summarise,
 )
@@ -71,6 +72,15 @@ def main(argv: list[str] | None = None) -> None:
             cells.append(f"{mape:>12.1f}% / {signed:>+7.1f}%")
         label = " ".join(k for k in key if k)
         print(f"{label:<24} {count:>4} " + " ".join(f"{c:>24}" for c in cells))
+    print("\nPublished GEMM timings (servesize/data/validation/kernels_gpus.csv)")
+    hardware = {s.id: s for s in (datasheet_spec(e) for e in datasheet_entries())}
+    for k in predict_gemm_kernels(hardware):
+        figures = " ".join(
+            f"{source} {t * 1e6:.1f} µs ({100 * (t - k.measured_s) / k.measured_s:+.1f} %)"
+            for source, t in k.predicted_s.items()
+        )
+        shape = "x".join(str(d) for d in k.shape)
+        print(f"{k.gpu} {k.dtype} {shape}: measured {k.measured_s * 1e6:.1f} µs; {figures}")
     if args.rows:
         print(f"\n{'model':<16} {'gpu':<6} {'prec':<4} {'tp':>2} {'isl/osl':>11} {'measured':>9} "
               + " ".join(f"{s:>10}" for s in KERNEL_SOURCES))  # fmt: skip

@@ -33,18 +33,26 @@ import numpy as np
 
 from servesize.calibration.kernel_tables import tables_for_gpu
 from servesize.core.architecture import Architecture, QuantizationSpec
-from servesize.core.hardware import HardwareSpec
+from servesize.core.hardware import DEFAULT_BANDWIDTH_EFFICIENCY, HardwareSpec
 from servesize.core.memory import Deployment
 from servesize.core.replica import compile_replica
-from servesize.core.steptime import MeasuredProfile, max_throughput
+from servesize.core.steptime import (
+    DEFAULT_GEMM_EFFICIENCY_BY_DTYPE,
+    DEFAULT_KERNEL_FLOOR_S,
+    MeasuredProfile,
+    max_throughput,
+)
 
 __all__ = [
+    "GPU_KERNELS_CSV",
     "GPU_OFFLINE_CSV",
     "GPU_PROFILES",
     "KERNEL_SOURCES",
     "GpuOfflinePrediction",
     "GpuOfflineRow",
+    "KernelPrediction",
     "load_gpu_offline_rows",
+    "predict_gemm_kernels",
     "predict_gpu_offline",
     "scaled_h100_tables",
     "summarise",
@@ -53,6 +61,8 @@ __all__ = [
 GPU_OFFLINE_CSV = (
     Path(__file__).resolve().parent.parent / "data" / "validation" / "trtllm_perf_overview_gpus.csv"
 )
+
+GPU_KERNELS_CSV = GPU_OFFLINE_CSV.with_name("kernels_gpus.csv")
 
 GPU_PROFILES: dict[str, str] = {
     "H100 SXM 80GB (DGX H100)": "h100-sxm",
@@ -233,3 +243,57 @@ def summarise(predictions: Sequence[GpuOfflinePrediction]) -> tuple[int, float, 
         float(np.median(np.abs(signed))),
         float(signed.mean()),
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelPrediction:
+    """A published GEMM timing and its predicted time under each kernel source (seconds)."""
+
+    gpu: str
+    shape: tuple[int, int, int]
+    dtype: str
+    measured_s: float
+    predicted_s: dict[str, float]
+
+
+def predict_gemm_kernels(
+    hardware: Mapping[str, HardwareSpec], path: Path = GPU_KERNELS_CSV
+) -> list[KernelPrediction]:
+    """Each published GEMM of ``kernels_gpus.csv`` predicted on its GPU: the datasheet roofline
+    ``max(F/(P·η_c), Q/(W·η_m)) + t_floor`` (§2.2) and the scaled H100 table (vLLM's, i.e.
+    torch/cuBLAS, curve of the shape; §2.10)."""
+    out: list[KernelPrediction] = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for r in rows:
+        spec = hardware.get(r["profile"])
+        if spec is None or r["kernel"] != "cublas_gemm":
+            continue
+        m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+        dtype = r["dtype"]
+        flops = 2.0 * m * n * k
+        peak = spec.peak_flop_per_s(dtype) or 0.0
+        wb = 1.0 if dtype == "fp8" else 2.0
+        nbytes = n * k * wb + m * (n + k) * 2.0
+        roofline = (
+            max(
+                flops / (peak * DEFAULT_GEMM_EFFICIENCY_BY_DTYPE.get(dtype, 0.78)),
+                nbytes / (spec.memory_bandwidth_bytes_per_s * DEFAULT_BANDWIDTH_EFFICIENCY),
+            )
+            + DEFAULT_KERNEL_FLOOR_S
+        )
+        predicted = {"datasheet": roofline}
+        table = scaled_h100_tables(spec).gemm_table(dtype, "vllm")
+        row = table.shape_index(n, k) if table is not None else None
+        if table is not None and row is not None:
+            predicted["scaled"] = float(table.latency(np.array([float(m)]), row)[0])
+        out.append(
+            KernelPrediction(
+                gpu=r["gpu"],
+                shape=(m, n, k),
+                dtype=dtype,
+                measured_s=flops / (float(r["tflops"]) * 1e12),
+                predicted_s=predicted,
+            )
+        )
+    return out

@@ -81,3 +81,21 @@ def test_h200_fp8_dense_offline_accuracy(
     assert count == 30
     assert scaled_mape <= 11.5
     assert scaled_mape < datasheet_mape
+
+
+def test_b300_gemm_kernel() -> None:
+    """cuBLAS BF16 4096³ on a B300 SXM: 1,842 TFLOPS = 74.6 µs (kernels_gpus.csv). By hand:
+    the datasheet roofline is 2·4096³ / (2250e12 · 0.78) + 4 µs = 82.3 µs; the H100 table (vLLM,
+    166.03 µs at m = 4096) scales to 4 µs · 1980/2032 + 162.03 µs · 989/2250 · w, with 32 × 32 =
+    1024 tiles in 8 waves of 132 SMs (q = 1056/1024) and 7 waves of 148 (q = 1036/1024):
+    w = 1036/1056, so 3.898 + 69.87 = 73.8 µs."""
+    from servesize.calibration.gpu_validation import predict_gemm_kernels
+
+    (k,) = predict_gemm_kernels(HARDWARE)
+    assert k.measured_s == pytest.approx(2 * 4096**3 / 1842e12)
+    assert k.predicted_s["datasheet"] == pytest.approx(2 * 4096**3 / (2250e12 * 0.78) + 4e-6)
+    expected = 4e-6 * 1980 / 2032 + (166.025784e-6 - 4e-6) * 989 / 2250 * 1036 / 1056
+    assert k.predicted_s["scaled"] == pytest.approx(expected, rel=1e-6)
+    assert abs(k.predicted_s["scaled"] - k.measured_s) < abs(
+        k.predicted_s["datasheet"] - k.measured_s
+    )

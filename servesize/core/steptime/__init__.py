@@ -50,6 +50,7 @@ from servesize.core.steptime.operators import (
     OperatorInventory,
     operator_inventory,
 )
+from servesize.core.steptime.rates import DEFAULT_GEMM_EFFICIENCY_BY_DTYPE, DEFAULT_KERNEL_FLOOR_S
 from servesize.core.steptime.routing import expected_experts_touched
 from servesize.core.steptime.scaling import (
     GpuRatios,
@@ -78,6 +79,8 @@ from servesize.core.steptime.work import StepWork, causal_pairs
 __all__ = [
     "BOUNDS",
     "DEFAULT_COLLECTIVE_LATENCY_S",
+    "DEFAULT_GEMM_EFFICIENCY_BY_DTYPE",
+    "DEFAULT_KERNEL_FLOOR_S",
     "DEFAULT_LINK_EFFICIENCY",
     "ENGINE_PROFILES",
     "KNOWN_ENGINES",

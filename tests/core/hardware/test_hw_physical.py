@@ -29,7 +29,7 @@ def test_every_entry_states_the_physical_fields() -> None:
 
 @pytest.mark.parametrize(
     "profile",
-    ["rtx-pro-6000-blackwell-server-edition", "b300", "gb300", "mi355x", "l20", "rtx-5090",
+    ["rtx-pro-6000-blackwell-server-edition", "b300-sxm", "gb300", "mi355x", "l20", "rtx-5090",
      "rtx-3090", "h20", "rtx-4090"],
 )  # fmt: skip
 def test_planned_gpus_are_listed_with_sources(profile: str) -> None:
@@ -41,7 +41,7 @@ def test_planned_gpus_are_listed_with_sources(profile: str) -> None:
     assert spec.peak_flop_per_s("bf16")
 
 
-@pytest.mark.parametrize("profile", ["b200", "gb200", "b300", "gb300", "rtx-5090",
+@pytest.mark.parametrize("profile", ["b200", "gb200", "b300-sxm", "gb300", "rtx-5090",
                                      "rtx-pro-6000-blackwell-server-edition"])  # fmt: skip
 def test_blackwell_parts_have_a_dense_fp4_peak_above_fp8(profile: str) -> None:
     spec = SPECS[profile]
@@ -81,3 +81,11 @@ def test_no_nvlink_switch_on_pcie_cards() -> None:
         link = SPECS[profile].interconnect
         assert link is not None
         assert link.kind == "pcie"
+
+
+def test_b300_sxm_matches_the_nvml_name() -> None:
+    # NVML reports "NVIDIA B300 SXM6 AC" (B300 cache-hierarchy reference, see physical_sources).
+    from servesize.core.hardware import device_matches, identity_tokens
+
+    assert device_matches("NVIDIA B300 SXM6 AC", identity_tokens("B300 SXM"))
+    assert not device_matches("NVIDIA B300 SXM6 AC", identity_tokens("B200"))
