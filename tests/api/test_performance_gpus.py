@@ -38,3 +38,16 @@ def test_h200_decode_is_faster_than_h100_and_above_its_bandwidth_bound(
     h200 = perf(client)["decode_step_time_s"]
     h100 = perf(client, hardware="h100-sxm")["decode_step_time_s"]
     assert LLAMA_8B_WEIGHT_BYTES / 4.8e12 < h200 < h100
+
+
+def test_an_inline_gpu_gets_the_scaled_tables_too(client: TestClient) -> None:
+    hardware = {
+        "name": "Lab GPU",
+        "memory_bytes": 96 * 2**30,
+        "memory_bandwidth_bytes_per_s": 4_000_000_000_000,
+        "peak_tflop_per_s": {"bf16": 900.0},
+    }
+    sources = perf(client, hardware=hardware)["sources"]
+    assert "scaled H100 SXM → Lab GPU" in sources["gemm"]
+    # no FP8 peak on this GPU: only the bf16 tables carry over
+    assert "fp8" not in sources["gemm"]
