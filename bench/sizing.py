@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from servesize.calibration import load_measured_profile
+from servesize.calibration import tables_for_gpu
 from servesize.catalog import ModelCatalog
 from servesize.core.hardware import datasheet_spec
 from servesize.core.sizing import SearchSpace, SizingTraffic, size
@@ -34,6 +34,8 @@ def main() -> None:
     )
     started = time.perf_counter()
     cpu_started = time.process_time()
+    # as `servesize size` plans: the H100 tables, scaled to every other GPU (modeling.md §2.11)
+    measured = {h.id: t for h in hardware if (t := tables_for_gpu(h)) is not None}
     result = size(
         arch,
         model_name=MODEL,
@@ -43,7 +45,7 @@ def main() -> None:
         ),
         objective=objective,
         prices=PRICES,
-        measured={"h100-sxm": load_measured_profile()},
+        measured=measured,
     )
     wall_s = time.perf_counter() - started
     cpu_s = time.process_time() - cpu_started

@@ -1,4 +1,5 @@
-"""Measured kernel tables for the step-time model: shipped H100 tables and agent uploads."""
+"""Measured kernel tables for the step-time model: shipped H100 tables (scaled by physical
+ratios to any other GPU, docs/modeling.md §2.11) and agent uploads."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from servesize.calibration import load_measured_profile
+from servesize.calibration import load_measured_profile, tables_for_gpu
+from servesize.core.hardware import HardwareSpec, datasheet_spec
 from servesize.core.steptime import GemmTable, MeasuredProfile
+from servesize.db.seed import datasheet_entries
 
 SHIPPED_PROFILES = {"h100-sxm"}
 """Profiles whose kernel tables ship with the service (``servesize/data/h100``)."""
@@ -19,6 +22,25 @@ SHIPPED_PROFILES = {"h100-sxm"}
 @lru_cache(maxsize=1)
 def _shipped_h100() -> MeasuredProfile:
     return load_measured_profile()
+
+
+@lru_cache(maxsize=1)
+def _datasheets() -> dict[str, HardwareSpec]:
+    return {s.id: s for s in (datasheet_spec(e) for e in datasheet_entries())}
+
+
+def scaled_tables(target: HardwareSpec) -> MeasuredProfile | None:
+    """The H100 tables scaled to ``target``; a stored profile lacking the physical fields
+    (SM count, L2, clock: not stored in the database) takes them from its ``gpus.json`` entry."""
+    sheet = _datasheets().get(target.id)
+    if sheet is not None and target.sm_count is None:
+        target = replace(
+            target,
+            sm_count=sheet.sm_count,
+            l2_cache_bytes=sheet.l2_cache_bytes,
+            boost_clock_hz=sheet.boost_clock_hz,
+        )
+    return tables_for_gpu(target)
 
 
 def gemm_tables_from_upload(payload: Mapping[str, Any], source: str) -> tuple[GemmTable, ...]:
@@ -52,14 +74,20 @@ def gemm_tables_from_upload(payload: Mapping[str, Any], source: str) -> tuple[Ge
 
 
 def measured_profile(
-    profile_id: str, uploads: Sequence[tuple[int, Mapping[str, Any]]]
+    profile_id: str,
+    uploads: Sequence[tuple[int, Mapping[str, Any]]],
+    hardware: HardwareSpec | None = None,
 ) -> MeasuredProfile | None:
     """The tables the planner should use for ``profile_id``.
 
-    ``uploads`` are ``(measurement id, payload)``, newest first; the newest upload with GEMM
-    rows replaces the shipped GEMM tables of the dtypes it measured.
+    The H100 gets its shipped tables; another profile, when its ``hardware`` spec is given,
+    the H100 tables scaled to it. ``uploads`` are ``(measurement id, payload)``, newest first;
+    the newest upload with GEMM rows replaces the GEMM tables of the dtypes it measured.
     """
-    base = _shipped_h100() if profile_id in SHIPPED_PROFILES else None
+    if profile_id in SHIPPED_PROFILES:
+        base: MeasuredProfile | None = _shipped_h100()
+    else:
+        base = scaled_tables(hardware) if hardware is not None else None
     latest = next(((mid, p) for mid, p in uploads if p.get("gemm")), None)
     if latest is None:
         return base

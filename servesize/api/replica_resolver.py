@@ -10,7 +10,7 @@ from typing import Protocol
 from sqlalchemy.orm import Session
 
 from servesize.api.hardware_resolver import resolve_hardware
-from servesize.api.measured import measured_profile
+from servesize.api.measured import measured_profile, scaled_tables
 from servesize.api.models_resolver import ResolvedModel, resolve_model
 from servesize.catalog import ModelCatalog
 from servesize.core.hardware import HardwareSpec
@@ -85,14 +85,17 @@ def request_replica(
     )
 
 
-def request_measurements(hardware_ref: HardwareRef, session: Session) -> MeasuredProfile | None:
-    """The kernel tables of a stored profile: the shipped ones (H100) with the newest uploaded
-    GEMM tables in place of theirs; None for an inline GPU."""
+def request_measurements(
+    hardware_ref: HardwareRef, session: Session, hardware: HardwareSpec | None = None
+) -> MeasuredProfile | None:
+    """The kernel tables of a GPU: the shipped H100 ones, scaled to ``hardware`` when it is
+    another GPU (docs/modeling.md §2.11), with a stored profile's newest uploaded GEMM tables
+    in place of theirs."""
     if not isinstance(hardware_ref, str):
-        return None
+        return scaled_tables(hardware) if hardware is not None else None
     stored = HardwareRepository(session).measurements(hardware_ref, limit=RECENT_UPLOADS)
     uploads = [(m.id, m.payload) for m in stored]
-    return measured_profile(hardware_ref, uploads)
+    return measured_profile(hardware_ref, uploads, hardware)
 
 
 def resolve_replica(
@@ -110,7 +113,9 @@ def resolve_replica(
     ``InsufficientMemoryError``, a 422), with the profile's measured tables when asked to."""
     model = resolve_model(model_ref, catalog=catalog, session=session, pointer=model_pointer)
     hardware = resolve_hardware(hardware_ref, session=session)
-    measurements = request_measurements(hardware_ref, session) if use_measurements else None
+    measurements = (
+        request_measurements(hardware_ref, session, hardware) if use_measurements else None
+    )
     replica = compile_replica(
         model.architecture,
         hardware,

@@ -28,6 +28,7 @@ from servesize.calibration.kernel_tables import (
     load_measured_profile,
     load_mla_tables,
     load_moe_tables,
+    tables_for_gpu,
 )
 from servesize.calibration.reference import GPUS_JSON, reference_gpu
 from servesize.calibration.report import (
@@ -75,5 +76,6 @@ __all__ = [
     "resolve_cases",
     "serving_errors",
     "steady_state_cases",
+    "tables_for_gpu",
     "tpot_lower_bound_s",
 ]

@@ -12,16 +12,20 @@ import csv
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from servesize.calibration.reference import reference_gpu
+from servesize.core.hardware import HardwareSpec
 from servesize.core.steptime import (
     AttentionTable,
     CollectiveTable,
     GemmTable,
     MeasuredProfile,
     MoeTable,
+    scale_measured_profile,
 )
 
 __all__ = [
@@ -32,6 +36,7 @@ __all__ = [
     "load_measured_profile",
     "load_mla_tables",
     "load_moe_tables",
+    "tables_for_gpu",
 ]
 
 H100_DATA_DIRECTORY = Path(__file__).resolve().parent.parent / "data" / "h100"
@@ -279,3 +284,26 @@ def load_measured_profile(directory: Path = H100_DATA_DIRECTORY) -> MeasuredProf
         collectives=load_collective_tables(directory / "collectives.csv"),
         notes=("aiconfigurator-core 0.12.0 systems/data/h100_sxm, times in seconds",),
     )
+
+
+def tables_for_gpu(
+    target: HardwareSpec, *, scaled: bool = True, directory: Path = H100_DATA_DIRECTORY
+) -> MeasuredProfile | None:
+    """The kernel tables a GPU without uploads plans with (docs/modeling.md §2.11).
+
+    The H100 SXM gets its own measured tables. Any other GPU gets them carried over by physical
+    ratios (:func:`servesize.core.steptime.scale_measured_profile`, the default: on the
+    published H200, B200, GB200 and RTX 6000 Pro rows it errs less than the roofline,
+    §5.5), or, with ``scaled=False``, None: the datasheet roofline with default efficiencies.
+    """
+    reference = reference_gpu()
+    if target.id == reference.id:
+        return _reference_tables(directory)
+    if not scaled:
+        return None
+    return scale_measured_profile(_reference_tables(directory), reference, target)
+
+
+@lru_cache(maxsize=4)
+def _reference_tables(directory: Path) -> MeasuredProfile:
+    return load_measured_profile(directory)

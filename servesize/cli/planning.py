@@ -1,7 +1,7 @@
 """``servesize memory``, ``kv``, ``perf`` and ``simulate``: planning from the terminal, on a
 catalogue model and a datasheet GPU, through the same replica compiler as the API
 (:mod:`servesize.core.replica`); the shipped H100 kernel tables stand in for measurements on
-``h100-sxm``, as they do in the API."""
+``h100-sxm`` and, scaled by physical ratios, on every other GPU, as they do in the API."""
 
 from __future__ import annotations
 
@@ -41,12 +41,11 @@ from servesize.core.traffic import (
 )
 
 if TYPE_CHECKING:
+    from servesize.core.hardware import HardwareSpec
     from servesize.core.steptime import MeasuredProfile
 
 __all__ = ["compile_or_exit", "scheduler_line"]
 
-SHIPPED_TABLES_GPU = "h100-sxm"
-"""The datasheet profile whose kernel tables ship with the package (``servesize/data/h100``)."""
 TRACE_MAX_ROWS = 50_000
 
 
@@ -130,12 +129,11 @@ def kv(
     print(result.formula)
 
 
-def _shipped_tables(gpu: str) -> MeasuredProfile | None:
-    if gpu != SHIPPED_TABLES_GPU:
-        return None
-    from servesize.calibration import load_measured_profile
+def _shipped_tables(hardware: HardwareSpec) -> MeasuredProfile | None:
+    """The H100 tables, scaled to ``hardware`` unless it is the H100 (docs/modeling.md §2.11)."""
+    from servesize.calibration import tables_for_gpu
 
-    return load_measured_profile()
+    return tables_for_gpu(hardware)
 
 
 def compile_or_exit(model: str, gpu: str, deployment: Deployment) -> Replica:
@@ -144,7 +142,7 @@ def compile_or_exit(model: str, gpu: str, deployment: Deployment) -> Replica:
     arch = architecture_or_exit(model)
     hardware = datasheet_gpu(gpu)
     try:
-        return compile_replica(arch, hardware, deployment, _shipped_tables(gpu))
+        return compile_replica(arch, hardware, deployment, _shipped_tables(hardware))
     except InvalidDeploymentError as exc:
         exit_with_issues(exc.issues)
     except InsufficientMemoryError as exc:

@@ -162,7 +162,7 @@ def size_command(
     import shlex
     from collections import Counter
 
-    from servesize.calibration import load_measured_profile
+    from servesize.calibration import tables_for_gpu
     from servesize.core.hardware import datasheet_spec
     from servesize.core.sizing import (
         SearchSpace,
@@ -191,9 +191,7 @@ def size_command(
     else:
         hardware = tuple(datasheet_spec(e) for e in datasheet_entries())
     prices = _parse_prices(price or [], (h.id for h in hardware))
-    measured = (
-        {"h100-sxm": load_measured_profile()} if any(h.id == "h100-sxm" for h in hardware) else {}
-    )
+    measured = {h.id: t for h in hardware if (t := tables_for_gpu(h)) is not None}
     try:
         space = SearchSpace(
             hardware=hardware,

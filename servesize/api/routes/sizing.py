@@ -141,7 +141,7 @@ def _hardware(body: SizingRequest, session: SessionDep) -> _Hardware:
         if price is not None:
             hardware.prices[row.id] = price
         uploads = [(m.id, m.payload) for m in repo.measurements(row.id, limit=RECENT_UPLOADS)]
-        table = measured_profile(row.id, uploads)
+        table = measured_profile(row.id, uploads, row.to_spec())
         if table is not None:
             hardware.measured[row.id] = table
         hardware.fingerprint.append(

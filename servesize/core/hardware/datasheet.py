@@ -4,6 +4,7 @@ Units: the table's ``memory_gb`` is the vendor's advertised capacity. For the HB
 advertised figure is binary: an "80 GB" H100 holds 80 GiB (nvidia-smi reports 81,559 MiB of it
 usable) and a "141 GB" H200 reports 143,771 MiB, so ``memory_gb`` is read as GiB (2^30 bytes).
 Bandwidths are decimal, as vendors quote them: TB/s = 10^12 bytes/s, GB/s = 10^9 bytes/s.
+Cache sizes are binary, as NVIDIA's and AMD's "50 MB L2" are: ``l2_cache_mb`` · 2^20 bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from servesize.core.hardware.spec import HardwareSpec, Interconnect
 
 GIB = 2**30
+MIB = 2**20
 TB = 10**12
 GB = 10**9
 
@@ -80,4 +82,11 @@ def datasheet_spec(entry: Mapping[str, Any]) -> HardwareSpec:
         interconnect=_interconnect(entry),
         memory_type=entry.get("memory_type"),
         tdp_w=_watts(entry.get("tdp_w")),
+        sm_count=None if entry.get("sm_count") is None else int(entry["sm_count"]),
+        l2_cache_bytes=(
+            None if entry.get("l2_cache_mb") is None else round(float(entry["l2_cache_mb"]) * MIB)
+        ),
+        boost_clock_hz=(
+            None if entry.get("boost_clock_mhz") is None else float(entry["boost_clock_mhz"]) * 1e6
+        ),
     )

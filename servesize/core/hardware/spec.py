@@ -35,6 +35,10 @@ class HardwareSpec:
     interconnect: Interconnect | None = None
     memory_type: str | None = None
     tdp_w: float | None = None
+    sm_count: int | None = None
+    """Streaming multiprocessors (NVIDIA) or compute units (AMD); None when not published."""
+    l2_cache_bytes: int | None = None
+    boost_clock_hz: float | None = None
 
     def peak_flop_per_s(self, dtype: str) -> float | None:
         """Dense peak of ``dtype`` in FLOP/s (ops/s for int8); ``None`` when unsupported."""

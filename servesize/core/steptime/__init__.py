@@ -50,7 +50,15 @@ from servesize.core.steptime.operators import (
     OperatorInventory,
     operator_inventory,
 )
+from servesize.core.steptime.rates import DEFAULT_GEMM_EFFICIENCY_BY_DTYPE, DEFAULT_KERNEL_FLOOR_S
 from servesize.core.steptime.routing import expected_experts_touched
+from servesize.core.steptime.scaling import (
+    GpuRatios,
+    gpu_ratios,
+    scale_kernel_time_s,
+    scale_measured_profile,
+    wave_quantisation,
+)
 from servesize.core.steptime.serving import (
     ServingEstimate,
     closed_loop,
@@ -71,6 +79,8 @@ from servesize.core.steptime.work import StepWork, causal_pairs
 __all__ = [
     "BOUNDS",
     "DEFAULT_COLLECTIVE_LATENCY_S",
+    "DEFAULT_GEMM_EFFICIENCY_BY_DTYPE",
+    "DEFAULT_KERNEL_FLOOR_S",
     "DEFAULT_LINK_EFFICIENCY",
     "ENGINE_PROFILES",
     "KNOWN_ENGINES",
@@ -80,6 +90,7 @@ __all__ = [
     "EngineProfile",
     "GemmOp",
     "GemmTable",
+    "GpuRatios",
     "MeasuredProfile",
     "MoeOp",
     "MoeTable",
@@ -97,12 +108,16 @@ __all__ = [
     "closed_loop",
     "engine_profile",
     "expected_experts_touched",
+    "gpu_ratios",
     "max_throughput",
     "open_loop",
     "operator_inventory",
     "point_to_point_time_s",
     "prefill_time_s",
     "resident_capacity",
+    "scale_kernel_time_s",
+    "scale_measured_profile",
     "simulator_constants",
+    "wave_quantisation",
     "zero_load_ttft_s",
 ]

@@ -73,7 +73,9 @@ def gemm_curve(
 
 
 def _table_weight_bytes(table: GemmTable) -> float:
-    return 1.0 if table.dtype == "fp8" else 2.0
+    """Bytes per weight of the table's dtype: FP8 1, FP4 9/16 (NVFP4: 4 bits plus one FP8 scale
+    per 16, the tables derived in ``scaling.py``), else 2."""
+    return {"fp8": 1.0, "fp4": 9 / 16}.get(table.dtype, 2.0)
 
 
 def gemm_cost(
