@@ -48,8 +48,8 @@ __all__ = [
     "summarise_offline",
 ]
 
-OFFLINE_CSV = Path(__file__).resolve().parent.parent / "data" / "validation" / (
-    "trtllm_perf_overview.csv"
+OFFLINE_CSV = (
+    Path(__file__).resolve().parent.parent / "data" / "validation" / ("trtllm_perf_overview.csv")
 )
 
 OFFLINE_MODELS: dict[str, str] = {

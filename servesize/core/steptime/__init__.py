@@ -35,6 +35,13 @@ from servesize.core.steptime.engines import (
     engine_profile,
     simulator_constants,
 )
+from servesize.core.steptime.experts import (
+    DEFAULT_MOE_KERNEL,
+    MoeKernelConstants,
+    MoeLayerShape,
+    expected_padded_rows,
+    moe_layer_time_s,
+)
 from servesize.core.steptime.model import (
     BOUNDS,
     StepTime,
@@ -50,6 +57,7 @@ from servesize.core.steptime.operators import (
     OperatorInventory,
     operator_inventory,
 )
+from servesize.core.steptime.rates import DEFAULT_GEMM_EFFICIENCY_BY_DTYPE, DeviceRates
 from servesize.core.steptime.routing import expected_experts_touched
 from servesize.core.steptime.serving import (
     ServingEstimate,
@@ -71,16 +79,21 @@ from servesize.core.steptime.work import StepWork, causal_pairs
 __all__ = [
     "BOUNDS",
     "DEFAULT_COLLECTIVE_LATENCY_S",
+    "DEFAULT_GEMM_EFFICIENCY_BY_DTYPE",
     "DEFAULT_LINK_EFFICIENCY",
+    "DEFAULT_MOE_KERNEL",
     "ENGINE_PROFILES",
     "KNOWN_ENGINES",
     "AttentionOp",
     "AttentionTable",
     "CollectiveTable",
+    "DeviceRates",
     "EngineProfile",
     "GemmOp",
     "GemmTable",
     "MeasuredProfile",
+    "MoeKernelConstants",
+    "MoeLayerShape",
     "MoeOp",
     "MoeTable",
     "OpenLoopEstimate",
@@ -97,7 +110,9 @@ __all__ = [
     "closed_loop",
     "engine_profile",
     "expected_experts_touched",
+    "expected_padded_rows",
     "max_throughput",
+    "moe_layer_time_s",
     "open_loop",
     "operator_inventory",
     "point_to_point_time_s",

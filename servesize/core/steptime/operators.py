@@ -152,7 +152,9 @@ class OperatorInventory:
     all_to_alls_per_step: int
     """EP dispatch + combine all-to-alls per step (two per MoE layer when DP > 1 and EP > 1)."""
     all_to_all_bytes_per_token: float
-    """Bytes one local token sends in one all-to-all: ``k·h·a·(EP−1)/EP``."""
+    """Bytes of one local token in one all-to-all buffer: ``k·h·a`` (one row per chosen expert;
+    :func:`~servesize.core.steptime.communication.all_to_all_time_s` sends ``(EP−1)/EP`` of it
+    away)."""
     weight_bytes_per_gpu: float
     kv_bytes_per_token_per_gpu: float
     """Full-attention-equivalent cache bytes per token (before any window cap)."""
@@ -384,7 +386,7 @@ def operator_inventory(
         expert_parallel_size=ep,
         all_reduces_per_step=2 * len(arch.layers) if tp > 1 else 0,
         all_to_alls_per_step=a2a,
-        all_to_all_bytes_per_token=top_k * h * a_b * (ep - 1) / ep,
+        all_to_all_bytes_per_token=top_k * h * a_b,
         weight_bytes_per_gpu=weights / pp,
         kv_bytes_per_token_per_gpu=kv_full / pp,
     )
