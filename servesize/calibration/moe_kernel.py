@@ -31,6 +31,19 @@ from servesize.core.steptime import (
 
 __all__ = ["MoeKernelErrors", "datasheet_rates", "fit_moe_kernel", "moe_kernel_errors"]
 
+FIT_START = MoeKernelConstants(
+    floor_s=20e-6,
+    gemm_efficiency={"bf16": 0.6, "fp16": 0.6, "fp32": 0.6, "fp8": 0.5, "fp4": 0.5},
+    activation_hidden_factor=4.0,
+    activation_intermediate_factor=6.0,
+    tile_rows=DEFAULT_MOE_KERNEL.tile_rows,
+)
+"""Where the fit starts (the GEMM efficiency and the activation traffic trade off along a
+shallow valley, so the start is fixed for a reproducible answer): the dense GEMM efficiencies
+rounded down and the un-fused activation count ``4·h + 6·I`` (permute write, GEMM 1 read, GEMM 1
+output ``2I`` written and read, activation ``I`` written and read by GEMM 2, GEMM 2 output and
+the un-permute read)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoeKernelErrors:
@@ -97,7 +110,7 @@ def fit_moe_kernel(
     tables: Iterable[MoeTable],
     rates: DeviceRates,
     *,
-    start: MoeKernelConstants = DEFAULT_MOE_KERNEL,
+    start: MoeKernelConstants = FIT_START,
     max_evaluations: int = 3000,
 ) -> MoeKernelConstants:
     """The constants minimising the mean ``|log(predicted / measured)|`` over the balanced
