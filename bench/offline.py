@@ -1,9 +1,10 @@
-"""Offline max throughput against TensorRT-LLM's published H100 figures (validation only).
+"""Offline max throughput against TensorRT-LLM's published figures (validation only).
 
 ``python -m bench.offline`` (or ``python -m bench.accuracy --offline``) predicts every row of
-``servesize/data/validation/trtllm_perf_overview.csv`` (:mod:`servesize.calibration.offline`)
-with the datasheet roofline and with the measured H100 kernel tables, both under the fitted
-engine constants, prints measured vs predicted per row and MAPE / median / p90 of the absolute
+``servesize/data/validation/trtllm_perf_overview.csv`` (:mod:`servesize.calibration.offline`):
+H100 rows with the datasheet roofline and with the measured H100 kernel tables, H200 rows with
+the datasheet roofline, all under the fitted engine constants, prints measured vs predicted
+per row and MAPE / median / p90 of the absolute
 error for dense and MoE models separately, then the MoE layer model's errors on ``moe.csv``
 (fitted on the Qwen3-30B-A3B shapes, Mixtral-8x7B held out).
 """
@@ -69,13 +70,14 @@ def print_offline() -> None:
     from bench.accuracy import architectures
 
     archs = architectures()
-    hardware = reference_gpu("H100 SXM")
+    h100, h200 = reference_gpu("H100 SXM"), reference_gpu("H200 SXM")
     rows = load_offline_rows()
-    _print_rows("datasheet + constants", predict_offline(rows, archs, hardware))
+    _print_rows("H100 SXM, datasheet + constants", predict_offline(rows, archs, h100))
     _print_rows(
-        "measured tables + constants",
-        predict_offline(rows, archs, hardware, measured=load_measured_profile()),
+        "H100 SXM, measured H100 tables + constants",
+        predict_offline(rows, archs, h100, measured=load_measured_profile()),
     )
+    _print_rows("H200 SXM, datasheet + constants", predict_offline(rows, archs, h200))
     print_moe_kernel()
 
 

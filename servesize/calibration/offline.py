@@ -1,9 +1,9 @@
-"""Offline max-throughput validation against TensorRT-LLM's published H100 figures.
+"""Offline max-throughput validation against TensorRT-LLM's published H100 and H200 figures.
 
 ``servesize/data/validation/trtllm_perf_overview.csv`` (TensorRT-LLM
 ``docs/source/performance/perf-overview.md``; validation only, nothing is fitted on it) lists
-``trtllm-bench throughput`` runs: all ``num_requests`` queued at once with fixed prompt and
-output lengths. Each row is compiled as the benchmark ran it
+``trtllm-bench throughput`` runs on H100 SXM and H200 SXM: all ``num_requests`` queued at once
+with fixed prompt and output lengths. Each row is compiled as the benchmark ran it
 (:func:`offline_deployment`) and predicted with the steady state of as many clients as the
 engine keeps resident (:func:`servesize.core.steptime.max_throughput`): with every request
 queued the engine runs full, and a closed loop with concurrency ``num_requests`` has the same
@@ -72,6 +72,8 @@ class OfflineRow:
     """One published offline benchmark."""
 
     model: str
+    gpu: str
+    """The GPU as the reference table names it (``H100 SXM``, ``H200 SXM``)."""
     num_gpus: int
     tensor_parallel_size: int
     pipeline_parallel_size: int
@@ -117,6 +119,7 @@ def load_offline_rows(path: Path = OFFLINE_CSV) -> list[OfflineRow]:
         return [
             OfflineRow(
                 model=r["model"],
+                gpu=_gpu_name(r["gpu"]),
                 num_gpus=int(r["num_gpus"]),
                 tensor_parallel_size=int(r["tensor_parallel_size"]),
                 pipeline_parallel_size=int(r["pipeline_parallel_size"]),
@@ -127,6 +130,17 @@ def load_offline_rows(path: Path = OFFLINE_CSV) -> list[OfflineRow]:
             )
             for r in csv.DictReader(handle)
         ]
+
+
+_GPU_NAMES = {"H100 SXM": "H100 SXM", "H200 SXM": "H200 SXM"}
+
+
+def _gpu_name(published: str) -> str:
+    """``H100 SXM 80GB (DGX H100)`` → ``H100 SXM``: the reference GPU table's name."""
+    for prefix, name in _GPU_NAMES.items():
+        if published.startswith(prefix):
+            return name
+    return published
 
 
 def _is_moe(arch: Architecture) -> bool:
@@ -174,7 +188,8 @@ def predict_offline(
     measured: MeasuredProfile | None = None,
     engine: EngineProfile | None = None,
 ) -> list[OfflinePrediction]:
-    """Predicted output throughput of each row whose model is in ``architectures``.
+    """Predicted output throughput of each row run on ``hardware`` (by name) whose model is in
+    ``architectures``; ``measured`` tables should be that GPU's.
 
     The KV capacity is the memory plan's pool over every data-parallel rank
     (``kv_blocks · block_size · DP``, the pool the scheduler of the group admits into).
@@ -182,7 +197,7 @@ def predict_offline(
     out: list[OfflinePrediction] = []
     for row in rows:
         model_id = OFFLINE_MODELS.get(row.model)
-        if model_id is None or model_id not in architectures:
+        if row.gpu != hardware.name or model_id is None or model_id not in architectures:
             continue
         arch = architectures[model_id]
         replica = _replica(row, arch, hardware, measured, engine)

@@ -43,7 +43,9 @@ def predictions() -> tuple[OfflinePrediction, ...]:
 
 def test_the_published_table_is_read_whole() -> None:
     rows = load_offline_rows(OFFLINE_CSV)
-    assert len(rows) == 52
+    assert len(rows) == 112
+    assert sum(r.gpu == "H100 SXM" for r in rows) == 52
+    assert sum(r.gpu == "H200 SXM" for r in rows) == 60
     first = rows[0]
     assert (first.model, first.num_gpus, first.input_tokens, first.output_tokens) == (
         "Llama 3.1 405B",
@@ -58,7 +60,7 @@ def test_the_published_table_is_read_whole() -> None:
 
 def test_moe_rows_run_attention_data_parallel_with_experts_over_every_gpu() -> None:
     archs = architectures()
-    rows = {r.model: r for r in load_offline_rows()}
+    rows = {r.model: r for r in load_offline_rows() if r.gpu == "H100 SXM"}
     moe = offline_deployment(rows["Qwen3-235B-A22B"], archs["Qwen/Qwen3-235B-A22B"])
     assert (moe.tensor_parallel_size, moe.data_parallel_size) == (1, 8)
     assert moe.enable_expert_parallel
