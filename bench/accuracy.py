@@ -7,6 +7,8 @@ tables, the fitted engine constants without the tables, and both (after calibrat
 prints the errors of the datasheet defaults on each kernel table and which rows were excluded,
 and why.
 ``--fit`` refits the engine constants first and prints them (minutes).
+``--offline`` predicts TensorRT-LLM's published offline max-throughput rows (validation only,
+:mod:`bench.offline`).
 ``--simulate`` replays every steady-state calibration row through the simulator as its
 benchmark ran (:mod:`servesize.calibration.simulated`) and prints per-engine MAPE side by side:
 steady-state estimate, simulator without calibration, with the mean-field constants and with the
@@ -386,6 +388,11 @@ def main() -> None:
         "--simulate", action="store_true", help="predict the rows through the simulator (minutes)"
     )
     parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="offline max throughput against TensorRT-LLM's published H100 rows (validation)",
+    )
+    parser.add_argument(
         "--sim-evaluations",
         type=int,
         default=60,
@@ -398,7 +405,11 @@ def main() -> None:
         help="with --simulate --holdout: fit on every n-th training row",
     )
     args = parser.parse_args()
-    if args.simulate and args.holdout:
+    if args.offline:
+        from bench.offline import print_offline
+
+        print_offline()
+    elif args.simulate and args.holdout:
         simulated_holdout(args.sim_evaluations, args.stride)
     elif args.simulate:
         print_pooled(simulated(), simulated_out_of_sample())

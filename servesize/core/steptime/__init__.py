@@ -35,6 +35,13 @@ from servesize.core.steptime.engines import (
     engine_profile,
     simulator_constants,
 )
+from servesize.core.steptime.experts import (
+    DEFAULT_MOE_KERNEL,
+    MoeKernelConstants,
+    MoeLayerShape,
+    expected_padded_rows,
+    moe_layer_time_s,
+)
 from servesize.core.steptime.model import (
     BOUNDS,
     StepTime,
@@ -50,7 +57,11 @@ from servesize.core.steptime.operators import (
     OperatorInventory,
     operator_inventory,
 )
-from servesize.core.steptime.rates import DEFAULT_GEMM_EFFICIENCY_BY_DTYPE, DEFAULT_KERNEL_FLOOR_S
+from servesize.core.steptime.rates import (
+    DEFAULT_GEMM_EFFICIENCY_BY_DTYPE,
+    DEFAULT_KERNEL_FLOOR_S,
+    DeviceRates,
+)
 from servesize.core.steptime.routing import expected_experts_touched
 from servesize.core.steptime.scaling import (
     GpuRatios,
@@ -82,16 +93,20 @@ __all__ = [
     "DEFAULT_GEMM_EFFICIENCY_BY_DTYPE",
     "DEFAULT_KERNEL_FLOOR_S",
     "DEFAULT_LINK_EFFICIENCY",
+    "DEFAULT_MOE_KERNEL",
     "ENGINE_PROFILES",
     "KNOWN_ENGINES",
     "AttentionOp",
     "AttentionTable",
     "CollectiveTable",
+    "DeviceRates",
     "EngineProfile",
     "GemmOp",
     "GemmTable",
     "GpuRatios",
     "MeasuredProfile",
+    "MoeKernelConstants",
+    "MoeLayerShape",
     "MoeOp",
     "MoeTable",
     "OpenLoopEstimate",
@@ -109,7 +124,9 @@ __all__ = [
     "engine_profile",
     "expected_experts_touched",
     "gpu_ratios",
+    "expected_padded_rows",
     "max_throughput",
+    "moe_layer_time_s",
     "open_loop",
     "operator_inventory",
     "point_to_point_time_s",

@@ -368,9 +368,11 @@ class StepTimeModel:
     def overhead_s(self, tokens: FloatArray, prefill_tokens: FloatArray) -> FloatArray:
         """The engine's CPU time of steps with ``tokens`` tokens in all (``prefill_tokens`` of
         them prompt tokens): the per-step overhead, plus per-layer launches when the step is
-        not replayed from a CUDA graph."""
+        not replayed from a CUDA graph. Each data-parallel rank captures and replays its own
+        graphs, so the graph limit applies to one rank's ``tokens / DP``."""
         eng = self.engine
-        eager = np.logical_or(not self.cuda_graphs, tokens > eng.cuda_graph_max_tokens)
+        per_rank = tokens / self.inventory.data_parallel_size
+        eager = np.logical_or(not self.cuda_graphs, per_rank > eng.cuda_graph_max_tokens)
         if eng.cuda_graph_decode_only:
             eager = eager | (prefill_tokens > 0)
         overhead: FloatArray = np.where(tokens > 0, eng.step_overhead_s, 0.0) + np.where(

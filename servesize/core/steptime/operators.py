@@ -15,8 +15,9 @@ are per GPU, following Megatron-style sharding as vLLM implements it
 
 Experts use ``EP`` ranks, each holding ``E / EP`` experts sharded ``TP·DP / EP`` ways. With
 attention data parallelism (``DP > 1``) each DP rank attends to its own ``1/DP`` of the batch
-and tokens reach experts by all-to-all; otherwise the MoE output is all-reduced like a dense
-MLP's.
+and tokens reach experts by an all-gather of every rank's hidden states and leave by a
+reduce-scatter (TensorRT-LLM's CUTLASS MoE); otherwise the MoE output is all-reduced like a
+dense MLP's.
 """
 
 from __future__ import annotations
@@ -150,9 +151,15 @@ class OperatorInventory:
     all_reduces_per_step: int
     """TP all-reduces of ``tokens·h`` activations per step (two per layer when TP > 1)."""
     all_to_alls_per_step: int
-    """EP dispatch + combine all-to-alls per step (two per MoE layer when DP > 1 and EP > 1)."""
+    """EP dispatch + combine collectives per step (two per MoE layer when DP > 1 and EP > 1)."""
     all_to_all_bytes_per_token: float
-    """Bytes one local token sends in one all-to-all: ``k·h·a·(EP−1)/EP``."""
+    """Bytes per local token of each of the two MoE collectives under attention data
+    parallelism: ``DP·h·a``. TensorRT-LLM's CUTLASS MoE all-gathers every rank's hidden states
+    before the experts and reduce-scatters the output after them
+    (``tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py``: ``forward_chunk``,
+    ``reducescatter_or_allreduce``), so each GPU's buffer is the whole group's ``T·h·a``, of
+    which :func:`~servesize.core.steptime.communication.all_to_all_time_s` moves the
+    ``(EP−1)/EP`` share."""
     weight_bytes_per_gpu: float
     kv_bytes_per_token_per_gpu: float
     """Full-attention-equivalent cache bytes per token (before any window cap)."""
@@ -384,7 +391,7 @@ def operator_inventory(
         expert_parallel_size=ep,
         all_reduces_per_step=2 * len(arch.layers) if tp > 1 else 0,
         all_to_alls_per_step=a2a,
-        all_to_all_bytes_per_token=top_k * h * a_b * (ep - 1) / ep,
+        all_to_all_bytes_per_token=dp * h * a_b if top_k else 0.0,
         weight_bytes_per_gpu=weights / pp,
         kv_bytes_per_token_per_gpu=kv_full / pp,
     )

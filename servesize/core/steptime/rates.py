@@ -20,9 +20,8 @@ H100 SXM tables):
   ``gemm.csv`` at m ≤ 8 gives 2.85–2.96 TB/s of 3.35 plus a floor);
 * ``DEFAULT_KERNEL_FLOOR_S`` 4 µs: the same fit's intercept, 3.1 µs (vLLM) to 5.0 µs
   (TensorRT-LLM) for bf16 GEMMs;
-* ``DEFAULT_MOE_FLOOR_S`` 20 µs per MoE layer: ``moe.csv`` at one token takes 47 µs for a
-  Qwen3-30B-A3B layer of which weight streaming explains 26 µs, and 27–29 µs at EP 4 for 7 µs
-  of weights;
+* routed experts have their own fitted model and floor
+  (:data:`servesize.core.steptime.experts.DEFAULT_MOE_KERNEL`);
 * ``DEFAULT_ATTENTION_FLOOR_S`` 8 µs: decode attention of one short sequence takes 8.4 µs
   (TensorRT-LLM) to 11.8 µs (vLLM FA3) in ``decode_attention_gqa.csv``;
 * prefill attention efficiency ``η(t̄) = 0.55·t̄/(t̄ + 1024)`` over the chunk length ``t̄``:
@@ -44,7 +43,6 @@ __all__ = [
     "DEFAULT_ATTENTION_FLOOR_S",
     "DEFAULT_GEMM_EFFICIENCY_BY_DTYPE",
     "DEFAULT_KERNEL_FLOOR_S",
-    "DEFAULT_MOE_FLOOR_S",
     "PREFILL_ATTENTION_EFFICIENCY_MAX",
     "PREFILL_ATTENTION_HALF_TOKENS",
     "DeviceRates",
@@ -61,7 +59,6 @@ DEFAULT_GEMM_EFFICIENCY_BY_DTYPE: dict[str, float] = {
 }
 DEFAULT_KERNEL_FLOOR_S = 4e-6
 DEFAULT_ATTENTION_FLOOR_S = 8e-6
-DEFAULT_MOE_FLOOR_S = 20e-6
 PREFILL_ATTENTION_EFFICIENCY_MAX = 0.55
 PREFILL_ATTENTION_HALF_TOKENS = 1024.0
 

@@ -1,0 +1,239 @@
+"""Offline max-throughput validation against TensorRT-LLM's published H100 and H200 figures.
+
+``servesize/data/validation/trtllm_perf_overview.csv`` (TensorRT-LLM
+``docs/source/performance/perf-overview.md``; validation only, nothing is fitted on it) lists
+``trtllm-bench throughput`` runs on H100 SXM and H200 SXM: all ``num_requests`` queued at once
+with fixed prompt and output lengths. Each row is compiled as the benchmark ran it
+(:func:`offline_deployment`) and predicted with the steady state of as many clients as the
+engine keeps resident (:func:`servesize.core.steptime.max_throughput`): with every request
+queued the engine runs full, and a closed loop with concurrency ``num_requests`` has the same
+throughput once the residency cap binds.
+
+Deployment of a row (``trtllm-bench`` with the page's ``llm_options.yml``):
+
+- TensorRT-LLM PyTorch backend, FP8 weights (ModelOpt checkpoints) and FP8 KV cache;
+- ``kv_cache_free_gpu_mem_fraction`` 0.95 (the page: "we fall back to 0.90 or lower if
+  out-of-memory errors are encountered", without saying for which rows);
+- ``max_num_tokens`` 8192 and ``max_batch_size`` 2048, CUDA graphs on;
+- dense models: TP × PP as listed; MoE models: ``enable_attention_dp: true`` with expert
+  parallelism over every GPU, i.e. attention data-parallel over ``num_gpus`` ranks (TP 1 per
+  rank) and experts ``EP = num_gpus``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from servesize.core.architecture import Architecture
+from servesize.core.hardware import HardwareSpec
+from servesize.core.memory import Deployment
+from servesize.core.replica import Replica, compile_replica
+from servesize.core.steptime import EngineProfile, MeasuredProfile, max_throughput
+
+__all__ = [
+    "OFFLINE_CSV",
+    "OFFLINE_MODELS",
+    "OfflinePrediction",
+    "OfflineRow",
+    "OfflineSummary",
+    "load_offline_rows",
+    "offline_deployment",
+    "predict_offline",
+    "summarise_offline",
+]
+
+OFFLINE_CSV = (
+    Path(__file__).resolve().parent.parent / "data" / "validation" / ("trtllm_perf_overview.csv")
+)
+
+OFFLINE_MODELS: dict[str, str] = {
+    "Llama 3.1 8B": "meta-llama/Llama-3.1-8B",
+    "Llama 3.3 70B": "meta-llama/Llama-3.3-70B-Instruct",
+    "Llama 3.1 405B": "meta-llama/Llama-3.1-405B",
+    "Llama 4 Scout": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "Llama 4 Maverick": "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+    "Qwen3-235B-A22B": "Qwen/Qwen3-235B-A22B",
+}
+"""The page's model names and the catalogue architecture each benchmarked checkpoint quantizes."""
+
+KV_CACHE_FREE_GPU_MEM_FRACTION = 0.95
+MAX_NUM_TOKENS = 8192
+MAX_BATCH_SIZE = 2048
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfflineRow:
+    """One published offline benchmark."""
+
+    model: str
+    gpu: str
+    """The GPU as the reference table names it (``H100 SXM``, ``H200 SXM``)."""
+    num_gpus: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    input_tokens: int
+    output_tokens: int
+    num_requests: int
+    output_throughput_tokens_per_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfflinePrediction:
+    """A row, its compiled layout and the predicted output throughput (tokens/s, all GPUs)."""
+
+    row: OfflineRow
+    model_id: str
+    moe: bool
+    predicted_tokens_per_s: float
+    resident_sequences: float
+    step_time_s: float
+
+    @property
+    def error_percent(self) -> float:
+        """``100·(predicted − measured)/measured`` (positive: over-predicted)."""
+        measured = self.row.output_throughput_tokens_per_s
+        return 100.0 * (self.predicted_tokens_per_s - measured) / measured
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfflineSummary:
+    """Absolute percentage errors of ``count`` rows."""
+
+    count: int
+    mape: float
+    median: float
+    p90: float
+    mean_signed: float
+    """Mean signed error in percent (positive: over-prediction on average)."""
+
+
+def load_offline_rows(path: Path = OFFLINE_CSV) -> list[OfflineRow]:
+    """The rows of the published table."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        return [
+            OfflineRow(
+                model=r["model"],
+                gpu=_gpu_name(r["gpu"]),
+                num_gpus=int(r["num_gpus"]),
+                tensor_parallel_size=int(r["tensor_parallel_size"]),
+                pipeline_parallel_size=int(r["pipeline_parallel_size"]),
+                input_tokens=int(r["isl_tokens"]),
+                output_tokens=int(r["osl_tokens"]),
+                num_requests=int(r["num_requests"]),
+                output_throughput_tokens_per_s=float(r["output_throughput_tokens_per_s"]),
+            )
+            for r in csv.DictReader(handle)
+        ]
+
+
+_GPU_NAMES = {"H100 SXM": "H100 SXM", "H200 SXM": "H200 SXM"}
+
+
+def _gpu_name(published: str) -> str:
+    """``H100 SXM 80GB (DGX H100)`` → ``H100 SXM``: the reference GPU table's name."""
+    for prefix, name in _GPU_NAMES.items():
+        if published.startswith(prefix):
+            return name
+    return published
+
+
+def _is_moe(arch: Architecture) -> bool:
+    return any(layer.mlp.kind == "moe" for layer in arch.layers)
+
+
+def offline_deployment(row: OfflineRow, arch: Architecture) -> Deployment:
+    """The deployment ``trtllm-bench`` ran for ``row`` (module docstring)."""
+    common = {
+        "engine": "trtllm",
+        "quantization": None if arch.quantization is not None else "fp8",
+        "kv_cache_dtype": "fp8",
+        "gpu_memory_utilization": KV_CACHE_FREE_GPU_MEM_FRACTION,
+        "max_num_seqs": MAX_BATCH_SIZE,
+        "max_num_batched_tokens": MAX_NUM_TOKENS,
+        "max_model_len": row.input_tokens + row.output_tokens,
+        "pipeline_parallel_size": row.pipeline_parallel_size,
+    }
+    if _is_moe(arch):
+        ranks = row.num_gpus // row.pipeline_parallel_size
+        return Deployment(
+            tensor_parallel_size=1,
+            data_parallel_size=ranks,
+            enable_expert_parallel=True,
+            **common,  # type: ignore[arg-type]
+        )
+    return Deployment(tensor_parallel_size=row.tensor_parallel_size, **common)  # type: ignore[arg-type]
+
+
+def _replica(
+    row: OfflineRow,
+    arch: Architecture,
+    hardware: HardwareSpec,
+    measured: MeasuredProfile | None,
+    engine: EngineProfile | None,
+) -> Replica:
+    return compile_replica(arch, hardware, offline_deployment(row, arch), measured, engine)
+
+
+def predict_offline(
+    rows: Iterable[OfflineRow],
+    architectures: Mapping[str, Architecture],
+    hardware: HardwareSpec,
+    *,
+    measured: MeasuredProfile | None = None,
+    engine: EngineProfile | None = None,
+) -> list[OfflinePrediction]:
+    """Predicted output throughput of each row run on ``hardware`` (by name) whose model is in
+    ``architectures``; ``measured`` tables should be that GPU's.
+
+    The KV capacity is the memory plan's pool over every data-parallel rank
+    (``kv_blocks · block_size · DP``, the pool the scheduler of the group admits into).
+    """
+    out: list[OfflinePrediction] = []
+    for row in rows:
+        model_id = OFFLINE_MODELS.get(row.model)
+        if row.gpu != hardware.name or model_id is None or model_id not in architectures:
+            continue
+        arch = architectures[model_id]
+        replica = _replica(row, arch, hardware, measured, engine)
+        memory = replica.memory
+        dp = memory.deployment.data_parallel_size
+        kv_tokens = memory.kv_blocks * memory.kv_block_size * dp
+        est = max_throughput(
+            replica.step_model,
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            kv_capacity_tokens=kv_tokens,
+        )
+        out.append(
+            OfflinePrediction(
+                row=row,
+                model_id=model_id,
+                moe=_is_moe(arch),
+                predicted_tokens_per_s=float(est.throughput_output_tokens_per_s[0]),
+                resident_sequences=float(est.resident_sequences[0]),
+                step_time_s=float(est.step_time_s[0]),
+            )
+        )
+    return out
+
+
+def summarise_offline(predictions: Sequence[OfflinePrediction]) -> OfflineSummary:
+    """MAPE, median and p90 of the absolute percentage errors, and the mean signed error."""
+    if not predictions:
+        return OfflineSummary(count=0, mape=math.nan, median=math.nan, p90=math.nan,
+                              mean_signed=math.nan)  # fmt: skip
+    signed = np.array([p.error_percent for p in predictions])
+    ape = np.abs(signed)
+    return OfflineSummary(
+        count=int(ape.size),
+        mape=float(ape.mean()),
+        median=float(np.median(ape)),
+        p90=float(np.percentile(ape, 90)),
+        mean_signed=float(signed.mean()),
+    )
