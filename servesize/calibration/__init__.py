@@ -101,7 +101,7 @@ __all__ = [
     "resolve_cases",
     "serving_errors",
     "steady_state_cases",
-    "tables_for_gpu",
     "summarise_offline",
+    "tables_for_gpu",
     "tpot_lower_bound_s",
 ]

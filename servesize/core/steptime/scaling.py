@@ -54,11 +54,11 @@ import numpy as np
 
 from servesize.core.hardware import DEFAULT_BANDWIDTH_EFFICIENCY, HardwareSpec
 from servesize.core.steptime._arrays import FloatArray
+from servesize.core.steptime.experts import DEFAULT_MOE_KERNEL
 from servesize.core.steptime.rates import (
     DEFAULT_ATTENTION_FLOOR_S,
     DEFAULT_GEMM_EFFICIENCY_BY_DTYPE,
     DEFAULT_KERNEL_FLOOR_S,
-    DEFAULT_MOE_FLOOR_S,
 )
 from servesize.core.steptime.tables import (
     AttentionTable,
@@ -291,7 +291,7 @@ def _scale_moe(table: MoeTable, r: GpuRatios) -> MoeTable | None:
         tm,
         compute_ratio=compute_ratio,
         memory_ratio=r.memory,
-        floor_s=DEFAULT_MOE_FLOOR_S,
+        floor_s=DEFAULT_MOE_KERNEL.floor_s,
         clock_ratio=r.clock,
     )
     return replace(table, latency_s=latency, source=_source(table.source, r))
