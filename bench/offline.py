@@ -3,7 +3,9 @@
 ``python -m bench.offline`` (or ``python -m bench.accuracy --offline``) predicts every row of
 ``servesize/data/validation/trtllm_perf_overview.csv`` (:mod:`servesize.calibration.offline`):
 H100 rows with the datasheet roofline and with the measured H100 kernel tables, H200 rows with
-the datasheet roofline, all under the fitted engine constants, prints measured vs predicted
+the datasheet roofline, all under the fitted engine constants (MoE rows with attention
+data-parallel, then again with attention tensor-parallel: the page's YAML does not settle which
+ran, :mod:`servesize.calibration.offline`), prints measured vs predicted
 per row and MAPE / median / p90 of the absolute
 error for dense and MoE models separately, then the MoE layer model's errors on ``moe.csv``
 (fitted on the Qwen3-30B-A3B shapes, Mixtral-8x7B held out).
@@ -78,6 +80,13 @@ def print_offline() -> None:
         predict_offline(rows, archs, h100, measured=load_measured_profile()),
     )
     _print_rows("H200 SXM, datasheet + constants", predict_offline(rows, archs, h200))
+    tp_layout = predict_offline(
+        rows, archs, h100, measured=load_measured_profile(), moe_layout="tensor_parallel"
+    )
+    _print_rows(
+        "H100 SXM, measured tables + constants, MoE attention TP (the page's YAML is ambiguous)",
+        [p for p in tp_layout if p.moe],
+    )
     print_moe_kernel()
 
 

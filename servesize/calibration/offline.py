@@ -14,10 +14,15 @@ Deployment of a row (``trtllm-bench`` with the page's ``llm_options.yml``):
 - TensorRT-LLM PyTorch backend, FP8 weights (ModelOpt checkpoints) and FP8 KV cache;
 - ``kv_cache_free_gpu_mem_fraction`` 0.95 (the page: "we fall back to 0.90 or lower if
   out-of-memory errors are encountered", without saying for which rows);
-- ``max_num_tokens`` 8192 and ``max_batch_size`` 2048, CUDA graphs on;
-- dense models: TP × PP as listed; MoE models: ``enable_attention_dp: true`` with expert
-  parallelism over every GPU, i.e. attention data-parallel over ``num_gpus`` ranks (TP 1 per
-  rank) and experts ``EP = num_gpus``.
+- ``max_batch_size`` and ``max_num_tokens`` from ``trtllm-bench``'s own heuristic, which the
+  page's commands leave in charge (:func:`trtllm_bench_settings`), CUDA graphs on;
+- dense models: TP × PP as listed; MoE models: experts over every GPU (``EP = num_gpus``) and one
+  of two attention layouts (``MoeLayout``). The page's MoE ``llm_options.yml`` places
+  ``enable_attention_dp: true`` inside ``cuda_graph_config``, a ``StrictBaseModel`` that forbids
+  unknown fields (``tensorrt_llm/llmapi/llm_args.py``), so the file as printed cannot be what
+  ran, and which attention layout ran is not recoverable from the page. Both are predicted:
+  ``attention_dp`` (data-parallel attention over ``num_gpus`` ranks, TP 1 per rank) and
+  ``tensor_parallel`` (attention TP over the listed ``tensor_parallel_size``).
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from servesize.core.architecture import Architecture
+from servesize.core.architecture import Architecture, MultiHeadAttention, count_parameters
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment
 from servesize.core.replica import Replica, compile_replica
@@ -39,6 +45,7 @@ from servesize.core.steptime import EngineProfile, MeasuredProfile, max_throughp
 __all__ = [
     "OFFLINE_CSV",
     "OFFLINE_MODELS",
+    "MoeLayout",
     "OfflinePrediction",
     "OfflineRow",
     "OfflineSummary",
@@ -46,7 +53,11 @@ __all__ = [
     "offline_deployment",
     "predict_offline",
     "summarise_offline",
+    "trtllm_bench_settings",
 ]
+
+MoeLayout = Literal["attention_dp", "tensor_parallel"]
+"""How a MoE row's attention is laid out (module docstring)."""
 
 OFFLINE_CSV = (
     Path(__file__).resolve().parent.parent / "data" / "validation" / ("trtllm_perf_overview.csv")
@@ -63,8 +74,7 @@ OFFLINE_MODELS: dict[str, str] = {
 """The page's model names and the catalogue architecture each benchmarked checkpoint quantizes."""
 
 KV_CACHE_FREE_GPU_MEM_FRACTION = 0.95
-MAX_NUM_TOKENS = 8192
-MAX_BATCH_SIZE = 2048
+_GIB = 1024**3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,18 +157,81 @@ def _is_moe(arch: Architecture) -> bool:
     return any(layer.mlp.kind == "moe" for layer in arch.layers)
 
 
-def offline_deployment(row: OfflineRow, arch: Architecture) -> Deployment:
-    """The deployment ``trtllm-bench`` ran for ``row`` (module docstring)."""
+def _round_up(value: float, step: int) -> int:
+    return step * math.ceil(value / step)
+
+
+def trtllm_bench_settings(
+    row: OfflineRow, arch: Architecture, device_memory_bytes: int
+) -> tuple[int, int]:
+    """``(max_batch_size, max_num_tokens)`` as ``trtllm-bench throughput`` picks them when the
+    command gives neither.
+
+    Mirrors ``tensorrt_llm/bench/build/tuning.py: calc_engine_setting`` and
+    ``finetune_setting`` and the no-chunking floor of
+    ``tensorrt_llm/bench/benchmark/utils/general.py: get_settings``: KV bytes per token
+    ``2·L·max(TP, n_kv)·d_head`` at one byte (FP8 KV), engine size ``params`` bytes (FP8),
+    ``requests = 0.95·(GPUs·memory − engine) / (bytes_per_token·(ISL + OSL))``;
+    ``bs = min(requests, 4096)/PP`` rounded up to 32 (min 64) below 256, to 128 below 1024,
+    else to 256; ``tokens = min(bs·(1 + ISL/OSL), 32768)`` rounded up to 256 (min 2048) below
+    4096, to 512 below 8192, else to 1024; without chunked prefill at least ``ISL + bs``.
+    """
+    tp, pp = row.tensor_parallel_size, row.pipeline_parallel_size
+    kv_bytes_per_token = sum(
+        2 * max(tp, layer.mixer.num_kv_heads) * layer.mixer.head_dim
+        for layer in arch.layers
+        if isinstance(layer.mixer, MultiHeadAttention)
+    )
+    engine_bytes = count_parameters(arch).total
+    available_bytes = device_memory_bytes * tp * pp - engine_bytes
+    requests = (
+        KV_CACHE_FREE_GPU_MEM_FRACTION
+        * available_bytes
+        / (kv_bytes_per_token * (row.input_tokens + row.output_tokens))
+    )
+    raw_batch = min(requests, 4096.0) / pp
+    raw_tokens = min(raw_batch * (1.0 + row.input_tokens / row.output_tokens), 32768.0)
+    if raw_batch < 256:
+        batch = max(64, _round_up(raw_batch, 32))
+    elif raw_batch < 1024:
+        batch = _round_up(raw_batch, 128)
+    else:
+        batch = _round_up(raw_batch, 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, _round_up(raw_tokens, 256))
+    elif raw_tokens < 8192:
+        tokens = _round_up(raw_tokens, 512)
+    else:
+        tokens = _round_up(raw_tokens, 1024)
+    return batch, max(tokens, row.input_tokens + batch)
+
+
+def offline_deployment(
+    row: OfflineRow,
+    arch: Architecture,
+    *,
+    device_memory_bytes: int = 80 * 10**9,
+    moe_layout: MoeLayout = "attention_dp",
+) -> Deployment:
+    """The deployment ``trtllm-bench`` ran for ``row`` on GPUs of ``device_memory_bytes``
+    (module docstring)."""
+    max_batch_size, max_num_tokens = trtllm_bench_settings(row, arch, device_memory_bytes)
     common = {
         "engine": "trtllm",
         "quantization": None if arch.quantization is not None else "fp8",
         "kv_cache_dtype": "fp8",
         "gpu_memory_utilization": KV_CACHE_FREE_GPU_MEM_FRACTION,
-        "max_num_seqs": MAX_BATCH_SIZE,
-        "max_num_batched_tokens": MAX_NUM_TOKENS,
+        "max_num_seqs": max_batch_size,
+        "max_num_batched_tokens": max_num_tokens,
         "max_model_len": row.input_tokens + row.output_tokens,
         "pipeline_parallel_size": row.pipeline_parallel_size,
     }
+    if _is_moe(arch) and moe_layout == "tensor_parallel":
+        return Deployment(
+            tensor_parallel_size=row.tensor_parallel_size,
+            enable_expert_parallel=True,
+            **common,  # type: ignore[arg-type]
+        )
     if _is_moe(arch):
         ranks = row.num_gpus // row.pipeline_parallel_size
         return Deployment(
@@ -176,8 +249,12 @@ def _replica(
     hardware: HardwareSpec,
     measured: MeasuredProfile | None,
     engine: EngineProfile | None,
+    moe_layout: MoeLayout,
 ) -> Replica:
-    return compile_replica(arch, hardware, offline_deployment(row, arch), measured, engine)
+    deployment = offline_deployment(
+        row, arch, device_memory_bytes=hardware.memory_bytes, moe_layout=moe_layout
+    )
+    return compile_replica(arch, hardware, deployment, measured, engine)
 
 
 def predict_offline(
@@ -187,6 +264,7 @@ def predict_offline(
     *,
     measured: MeasuredProfile | None = None,
     engine: EngineProfile | None = None,
+    moe_layout: MoeLayout = "attention_dp",
 ) -> list[OfflinePrediction]:
     """Predicted output throughput of each row run on ``hardware`` (by name) whose model is in
     ``architectures``; ``measured`` tables should be that GPU's.
@@ -200,7 +278,7 @@ def predict_offline(
         if row.gpu != hardware.name or model_id is None or model_id not in architectures:
             continue
         arch = architectures[model_id]
-        replica = _replica(row, arch, hardware, measured, engine)
+        replica = _replica(row, arch, hardware, measured, engine, moe_layout)
         memory = replica.memory
         dp = memory.deployment.data_parallel_size
         kv_tokens = memory.kv_blocks * memory.kv_block_size * dp

@@ -28,7 +28,11 @@ from servesize.calibration import (
     reference_gpu,
     summarise_offline,
 )
-from servesize.calibration.offline import OFFLINE_MODELS, offline_deployment
+from servesize.calibration.offline import (
+    OFFLINE_MODELS,
+    offline_deployment,
+    trtllm_bench_settings,
+)
 
 
 @cache
@@ -64,12 +68,40 @@ def test_moe_rows_run_attention_data_parallel_with_experts_over_every_gpu() -> N
     moe = offline_deployment(rows["Qwen3-235B-A22B"], archs["Qwen/Qwen3-235B-A22B"])
     assert (moe.tensor_parallel_size, moe.data_parallel_size) == (1, 8)
     assert moe.enable_expert_parallel
+    tp = offline_deployment(
+        rows["Qwen3-235B-A22B"], archs["Qwen/Qwen3-235B-A22B"], moe_layout="tensor_parallel"
+    )
+    assert (tp.tensor_parallel_size, tp.data_parallel_size) == (8, 1)
+    assert tp.enable_expert_parallel
     dense = offline_deployment(rows["Llama 3.3 70B"], archs["meta-llama/Llama-3.3-70B-Instruct"])
     assert (dense.tensor_parallel_size, dense.data_parallel_size) == (2, 1)
     for d in (moe, dense):
         assert (d.engine, d.kv_cache_dtype, d.quantization) == ("trtllm", "fp8", "fp8")
-        assert (d.max_num_seqs, d.max_num_batched_tokens) == (2048, 8192)
         assert d.gpu_memory_utilization == 0.95
+
+
+def test_batch_limits_follow_trtllm_bench_heuristic_worked_by_hand() -> None:
+    """``calc_engine_setting``/``finetune_setting`` by hand, 80·10^9-byte GPUs, FP8 KV:
+
+    Qwen3-235B TP8, 1000/1000: 2·94·max(8, 4)·128 = 192,512 B/token; 0.95·(640e9 − 235.09e9)
+    / (192,512·2000) = 999.1 requests -> batch 128·ceil(999.1/128) = 1024; tokens
+    999.1·2 = 1998 -> max(2048, 256·8) = 2048 >= ISL + batch = 2024.
+    Llama-3.1-8B TP1, 128/128: 2·32·8·128 = 65,536 B/token; 0.95·(80e9 − 8.03e9)/(65,536·256)
+    = 4075 -> 256·16 = 4096; tokens 8150 -> 512·16 = 8192.
+    """
+    archs = architectures()
+    rows = {
+        (r.model, r.input_tokens, r.output_tokens): r
+        for r in load_offline_rows()
+        if r.gpu == "H100 SXM"
+    }
+    qwen = rows[("Qwen3-235B-A22B", 1000, 1000)]
+    llama = rows[("Llama 3.1 8B", 128, 128)]
+    memory = 80 * 10**9
+    assert trtllm_bench_settings(qwen, archs["Qwen/Qwen3-235B-A22B"], memory) == (1024, 2048)
+    assert trtllm_bench_settings(llama, archs["meta-llama/Llama-3.1-8B"], memory) == (4096, 8192)
+    d = offline_deployment(llama, archs["meta-llama/Llama-3.1-8B"], device_memory_bytes=memory)
+    assert (d.max_num_seqs, d.max_num_batched_tokens) == (4096, 8192)
 
 
 def test_every_row_is_predicted() -> None:
