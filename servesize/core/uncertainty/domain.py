@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servesize.core.architecture import Architecture, AttentionKind, MlpKind
+from servesize.core.hardware import profile_id_for
 
 __all__ = ["FAMILIES", "EngineDomain", "ValidatedDomain", "domain_warnings", "model_family"]
 
@@ -94,12 +95,13 @@ def domain_warnings(
 ) -> tuple[str, ...]:
     """One warning per way the request lies outside ``domain`` (empty inside it).
 
+    ``gpu`` is a name or id (``"H100 SXM"`` and ``"h100-sxm"`` match).
     ``input_tokens``/``output_tokens``/``concurrency`` are the values the request uses (an
     empty sequence skips the check, e.g. the client count of an open loop).
     """
     suffix = "; the prediction interval was not validated there"
     warnings: list[str] = []
-    if gpu not in domain.gpus:
+    if profile_id_for(gpu) not in {profile_id_for(g) for g in domain.gpus}:
         warnings.append(
             f"no serving measurements on {gpu} (calibrated on {', '.join(domain.gpus)}){suffix}"
         )
