@@ -56,8 +56,10 @@ def test_h200_long_prompt_and_new_version_warn(client: TestClient) -> None:
     h200 = perf(client, hardware="h200-sxm")
     assert any("no serving measurements on H200 SXM" in w for w in h200["warnings"])
     assert h200["ttft_s_interval"] is not None  # the band stays, with the warning
-    long = perf(client, input_tokens=100_000)
+    long = perf(client, input_tokens=100_000, concurrency=64)
     assert any("input length 100000 outside the calibrated" in w for w in long["warnings"])
+    assert long["resident_sequences"] < 64  # 6.4 M tokens of KV cache do not fit in 80 GB
+    assert any("admission queueing the error is larger" in w for w in long["warnings"])
     response = client.post(
         "/v1/performance",
         json={"model": MODEL, "hardware": "h100-sxm", "deployment": {"engine": "vllm"}},

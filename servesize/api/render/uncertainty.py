@@ -35,6 +35,11 @@ def performance_bands(
         output_tokens=[work.output_tokens],
         concurrency=[work.concurrency],
     )
+    if response.resident_sequences < work.concurrency:
+        warnings.append(
+            "the prediction intervals were validated on rows whose KV cache holds every client; "
+            "with admission queueing the error is larger"
+        )
     return response.model_copy(
         update={
             "ttft_s_interval": u.latency("ttft_s", response.ttft_s),
