@@ -30,9 +30,7 @@ def _row(model: str, r: float) -> HeldOutRow:
     )
 
 
-ROWS = [_row("A", r) for r in (0.0, 0.1, 0.2, 0.3, 0.4)] + [
-    _row("B", r) for r in (0.0, 0.05, 0.5)
-]
+ROWS = [_row("A", r) for r in (0.0, 0.1, 0.2, 0.3, 0.4)] + [_row("B", r) for r in (0.0, 0.05, 0.5)]
 
 
 def test_residual_is_the_log_of_measured_over_predicted() -> None:

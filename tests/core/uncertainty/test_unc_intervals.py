@@ -38,7 +38,7 @@ def test_type_7_quantiles_by_hand() -> None:
 
 
 def _table(min_rows: int = 5) -> PredictionIntervals:
-    five = {m: RESIDUALS for m in ("ttft_s", "tpot_s", "e2e_s")}
+    five = dict.fromkeys(("ttft_s", "tpot_s", "e2e_s"), RESIDUALS)
     three = {m: [0.0, 0.1, 0.2] for m in ("ttft_s", "tpot_s", "e2e_s")}
     wide = {m: [-1.0, 1.0, -1.0, 1.0, -1.0, 1.0] for m in ("ttft_s", "tpot_s", "e2e_s")}
     groups = {
