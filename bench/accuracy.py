@@ -18,9 +18,11 @@ that record their client count only).
 ``--holdout-steady`` prints the steady-state tier's out-of-sample errors (leave one model out,
 catalogue models outside the calibration set, leave one engine out) per engine, model family and
 GPU: MAPE, median and 90th percentile of the absolute percentage error (minutes).
-``--write-intervals`` writes ``servesize/data/prediction_intervals.json`` from the same
-held-out residuals and prints the coverage the intervals reach on models left out of them
-(minutes; deterministic: the date comes from ``SOURCE_DATE_EPOCH`` when set).
+``--write-intervals`` writes the held-out rows to ``servesize/data/held_out_residuals.csv`` and
+the intervals built from them to ``servesize/data/prediction_intervals.json``, and prints the
+coverage the intervals reach on models (and on rows) left out of them (minutes; deterministic:
+the date comes from ``SOURCE_DATE_EPOCH`` when set); ``--write-intervals --from-residuals``
+rebuilds the intervals from that CSV without refitting (seconds).
 
 Closed-loop TTFT at concurrency ``C`` is predicted as the steady state of ``C`` clients:
 request overhead + admission wait + the rest of the running step + the wait behind other
@@ -58,12 +60,16 @@ from servesize.calibration.cases import Group, ServingCase
 from servesize.calibration.fitting import fit_simulator_constants
 from servesize.calibration.holdout import (
     HeldOutRow,
+    by_model,
+    by_row,
     coverage_check,
     interval_data,
     leave_one_engine_out,
     leave_one_model_out,
     outside_models,
+    read_residuals,
     summarize,
+    write_residuals,
 )
 from servesize.calibration.simulated import benchmark_client, replayable, simulate_cases
 from servesize.catalog import ModelCatalog
@@ -74,6 +80,7 @@ from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
 CATALOGUE = Path(__file__).resolve().parent.parent / "servesize" / "data" / "models"
 INTERVALS_JSON = CATALOGUE.parent / "prediction_intervals.json"
+RESIDUALS_CSV = CATALOGUE.parent / "held_out_residuals.csv"
 SPLITS = {
     "model": "leave one calibration model out (constants refitted without it)",
     "outside": "catalogue models outside the calibration set (shipped constants)",
@@ -419,46 +426,57 @@ def _print_summaries(rows: list[HeldOutRow]) -> None:
 
 
 def _print_coverage(rows: list[HeldOutRow]) -> None:
-    """Fraction of each left-out model's measurements inside intervals built without it."""
-    print("\nCoverage on models left out of the intervals (inside / rows), TTFT  TPOT  E2E")
-    by_engine = coverage_check(rows, key=lambda r: r.engine)
-    for group, cov in [*by_engine.items(), *coverage_check(rows, key=lambda r: "all").items()]:
-        cells = "  ".join(
-            f"{c:.0%}: " + " ".join(f"{cov.inside[m][c] / cov.rows:>4.0%}" for m in cov.inside)
-            for c in next(iter(cov.inside.values()))
-        )
-        print(f"  {group:<8} {cov.rows:>5}  {cells}")
+    """Fraction of held-out measurements inside intervals built without them: leaving a whole
+    model out (a new model), and leaving one tenth of the rows out (a new workload of known
+    models)."""
+    for unit, title in ((by_model, "a model"), (by_row, "a tenth of the rows")):
+        print(f"\nCoverage, leaving {title} out of the intervals: inside / rows, TTFT TPOT E2E")
+        by_engine = coverage_check(rows, key=lambda r: r.engine, unit=unit)
+        every = coverage_check(rows, key=lambda r: "all", unit=unit)
+        for group, cov in [*by_engine.items(), *every.items()]:
+            cells = "  ".join(
+                f"{c:.0%}: " + " ".join(f"{cov.inside[m][c] / cov.rows:>4.0%}" for m in cov.inside)
+                for c in next(iter(cov.inside.values()))
+            )
+            print(f"  {group:<8} {cov.rows:>5}  {cells}")
 
 
-def steady_holdout(
-    evaluations: int, *, engines: bool, write: bool, path: Path = INTERVALS_JSON
-) -> None:
-    """The steady-state tier out of sample (module docstring); ``write``: the intervals too."""
+def steady_holdout(evaluations: int, *, engines: bool, write: bool) -> None:
+    """The steady-state tier out of sample (module docstring); ``write``: the held-out rows to
+    :data:`RESIDUALS_CSV` and the intervals to :data:`INTERVALS_JSON`."""
     archs = architectures()
     rows = leave_one_model_out(archs, max_evaluations=evaluations, log=print)
     rows += outside_models(archs)
     if engines:
         rows += leave_one_engine_out(archs, max_evaluations=evaluations, log=print)
+    if write:
+        write_residuals(rows, RESIDUALS_CSV)
+        print(f"wrote {RESIDUALS_CSV}")
+    report_intervals(rows, write=write, command=f"--holdout-evaluations {evaluations}")
+
+
+def report_intervals(rows: list[HeldOutRow], *, write: bool, command: str) -> None:
+    """Print the errors and coverage of ``rows``; ``write``: the intervals too."""
     _print_summaries(rows)
     _print_coverage(rows)
-    if write:
-        epoch = os.environ.get("SOURCE_DATE_EPOCH")
-        now = (
-            datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
-            if epoch
-            else datetime.datetime.now(datetime.UTC)
-        )
-        data = interval_data(
-            rows,
-            archs,
-            generated={
-                "command": f"python -m bench.accuracy --write-intervals --holdout-evaluations "
-                f"{evaluations}",
-                "date": now.date().isoformat(),
-            },
-        )
-        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        print(f"\nwrote {path}")
+    if not write:
+        return
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    now = (
+        datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
+        if epoch
+        else datetime.datetime.now(datetime.UTC)
+    )
+    data = interval_data(
+        rows,
+        architectures(),
+        generated={
+            "command": f"python -m bench.accuracy --write-intervals {command}",
+            "date": now.date().isoformat(),
+        },
+    )
+    INTERVALS_JSON.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"\nwrote {INTERVALS_JSON}")
 
 
 def main() -> None:
@@ -499,8 +517,17 @@ def main() -> None:
         default=300,
         help="with --holdout-steady / --write-intervals: evaluations per refit",
     )
+    parser.add_argument(
+        "--from-residuals",
+        action="store_true",
+        help=f"with --write-intervals: reuse {RESIDUALS_CSV.name} instead of refitting (seconds)",
+    )
     args = parser.parse_args()
-    if args.holdout_steady or args.write_intervals:
+    if args.from_residuals:
+        report_intervals(
+            read_residuals(RESIDUALS_CSV), write=args.write_intervals, command="--from-residuals"
+        )
+    elif args.holdout_steady or args.write_intervals:
         steady_holdout(
             args.holdout_evaluations, engines=args.holdout_steady, write=args.write_intervals
         )

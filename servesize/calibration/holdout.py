@@ -1,5 +1,5 @@
 """Out-of-sample errors of the steady-state tier and the residuals behind the prediction
-intervals (docs/modeling.md, "Validation discipline" and "Prediction intervals").
+intervals (docs/modeling.md §5.5).
 
 Three kinds of held-out rows, all steady state (the KV cache holds every client):
 
@@ -17,6 +17,7 @@ own engine, fitted without its model).
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import math
 from collections import defaultdict
@@ -50,12 +51,16 @@ __all__ = [
     "MIN_ROWS",
     "SYSTEM_GPUS",
     "HeldOutRow",
+    "by_model",
+    "by_row",
     "coverage_check",
     "interval_data",
     "leave_one_engine_out",
     "leave_one_model_out",
     "outside_models",
+    "read_residuals",
     "summarize",
+    "write_residuals",
 ]
 
 COVERAGES: tuple[float, ...] = (0.8, 0.95)
@@ -93,6 +98,66 @@ class HeldOutRow:
     def residual(self, metric: str) -> float:
         """``ln(measured / predicted)``."""
         return math.log(self.value(metric, predicted=False) / self.value(metric, predicted=True))
+
+
+_COLUMNS = (
+    "split",
+    "engine",
+    "engine_version",
+    "model_id",
+    "family",
+    "gpu",
+    "input_tokens",
+    "output_tokens",
+    "concurrency",
+    "measured_ttft_s",
+    "measured_tpot_s",
+    "predicted_ttft_s",
+    "predicted_tpot_s",
+)
+
+
+def write_residuals(rows: Sequence[HeldOutRow], path: Path) -> None:
+    """The held-out rows as CSV (floats as ``repr``, so reading them back is exact)."""
+    with path.open("w", newline="") as handle:
+        out = csv.writer(handle, lineterminator="\n")
+        out.writerow(_COLUMNS)
+        for r in rows:
+            out.writerow(
+                [
+                    r.split,
+                    r.engine,
+                    r.engine_version,
+                    r.model_id,
+                    r.family,
+                    r.gpu,
+                    r.input_tokens,
+                    r.output_tokens,
+                    r.concurrency,
+                    *(repr(x) for x in (*r.measured, *r.predicted)),
+                ]
+            )
+
+
+def read_residuals(path: Path) -> list[HeldOutRow]:
+    """Rows written by :func:`write_residuals`."""
+    with path.open(newline="") as handle:
+        return [
+            HeldOutRow(
+                split=d["split"],
+                engine=d["engine"],
+                engine_version=d["engine_version"],
+                model_id=d["model_id"],
+                family=d["family"],
+                gpu=d["gpu"],
+                input_tokens=int(d["input_tokens"]),
+                output_tokens=int(d["output_tokens"]),
+                concurrency=int(d["concurrency"]),
+                measured=(float(d["measured_ttft_s"]), float(d["measured_tpot_s"])),
+                predicted=(float(d["predicted_ttft_s"]), float(d["predicted_tpot_s"])),
+            )
+            for d in csv.DictReader(handle)
+        ]
 
 
 def _steady(
@@ -280,8 +345,9 @@ def _interval_groups(
     return {"coverages": list(coverages), "min_rows": min_rows, "groups": groups}
 
 
-def _domain(archs: Mapping[str, Architecture]) -> dict[str, Any]:
-    """What the aggregated rows of catalogue models span (every such row, steady or not)."""
+def _domain(archs: Mapping[str, Architecture], used: Sequence[HeldOutRow]) -> dict[str, Any]:
+    """What the aggregated rows of catalogue models span (every such row, steady or not), and
+    per engine the models with held-out rows."""
     cases, _ = resolve_cases(load_serving_measurements(), archs, reference_gpu("H100 SXM"))
     by_engine: dict[str, list[ServingCase]] = defaultdict(list)
     for c in cases:
@@ -300,6 +366,7 @@ def _domain(archs: Mapping[str, Architecture]) -> dict[str, Any]:
                 "input_tokens": span(c.row.input_tokens for c in own),
                 "output_tokens": span(c.row.output_tokens for c in own),
                 "concurrency": span(c.row.concurrency or 1 for c in own),
+                "models": sorted({r.model_id for r in used if r.engine == engine}),
             }
             for engine, own in sorted(by_engine.items())
         },
@@ -330,7 +397,14 @@ def interval_data(
             "models": sorted({f"{r.engine} {r.model_id} ({r.split})" for r in used}),
         },
         **_interval_groups(used, coverages, min_rows),
-        "domain": _domain(archs),
+        "domain": {
+            **_domain(archs, used),
+            "new_model_coverage": {
+                str(c): {m: _round(cov.inside[m][c] / cov.rows) for m in METRICS}
+                for cov in coverage_check(used, lambda r: "all", coverages, min_rows).values()
+                for c in coverages
+            },
+        },
     }
 
 
@@ -341,21 +415,35 @@ class Coverage:
     """``inside[metric][coverage]``: held-out rows inside their interval."""
 
 
+def by_model(index: int, row: HeldOutRow) -> str:
+    """Held-out unit of :func:`coverage_check`: a new model (all its rows, every engine)."""
+    return row.model_id
+
+
+def by_row(index: int, row: HeldOutRow, folds: int = 10) -> str:
+    """Held-out unit of :func:`coverage_check`: a new workload of known models (row ``i`` in
+    fold ``i mod 10``)."""
+    return str(index % folds)
+
+
 def coverage_check(
     rows: Sequence[HeldOutRow],
     key: Callable[[HeldOutRow], str],
     coverages: Sequence[float] = COVERAGES,
     min_rows: int = MIN_ROWS,
+    unit: Callable[[int, HeldOutRow], str] = by_model,
 ) -> dict[str, Coverage]:
-    """Leave one model out of the residuals: the intervals built from every other model's
-    residuals, and how many of the left-out model's measurements fall inside them; summed by
-    ``key``."""
+    """Leave one ``unit`` out of the residuals (default: a model): the intervals built from
+    every other unit's residuals, and how many of the left-out unit's measurements fall inside
+    them; summed by ``key``."""
     used = [r for r in rows if r.split in ("model", "outside")]
+    units = [unit(i, r) for i, r in enumerate(used)]
     counts: dict[str, dict[str, dict[float, int]]] = {}
     totals: dict[str, int] = defaultdict(int)
-    for model in sorted({r.model_id for r in used}):
-        table = intervals_of([r for r in used if r.model_id != model], coverages, min_rows)
-        for r in (r for r in used if r.model_id == model):
+    for held in sorted(set(units)):
+        train = [r for r, u in zip(used, units, strict=True) if u != held]
+        table = intervals_of(train, coverages, min_rows)
+        for r in (r for r, u in zip(used, units, strict=True) if u == held):
             k = key(r)
             totals[k] += 1
             for metric in METRICS:

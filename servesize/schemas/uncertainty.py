@@ -9,7 +9,7 @@ from servesize.schemas.base import ResponseModel
 
 class PredictionIntervalOut(ResponseModel):
     """``[low, high]`` held the measured value in ``coverage`` of the held-out serving rows
-    (multiplicative band of out-of-sample residuals, docs/modeling.md "Prediction intervals")."""
+    (multiplicative band of out-of-sample residuals, docs/modeling.md §5.5)."""
 
     low: float = Field(examples=[0.081])
     high: float = Field(examples=[0.142])

@@ -3,13 +3,13 @@
 The domain is what the held-out serving rows span: the GPUs they ran on, per engine the
 versions, model families and ranges of input length, output length and client count. A request
 outside it still gets its prediction and interval, with a warning per way it lies outside
-(docs/modeling.md, "Prediction intervals").
+(docs/modeling.md §5.5).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from servesize.core.architecture import Architecture, AttentionKind, MlpKind
@@ -48,6 +48,8 @@ class EngineDomain:
     input_tokens: tuple[int, int]
     output_tokens: tuple[int, int]
     concurrency: tuple[int, int]
+    models: tuple[str, ...] = ()
+    """Catalogue models with held-out rows of this engine (empty: not checked)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +57,8 @@ class ValidatedDomain:
     gpus: tuple[str, ...]
     """GPU names as the hardware database spells them (``"H100 SXM"``)."""
     engines: Mapping[str, EngineDomain]
+    new_model_coverage: Mapping[float, Mapping[str, float]] = field(default_factory=dict)
+    """``{coverage: {metric: fraction}}`` the bands reached on models left out of them."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> ValidatedDomain:
@@ -68,8 +72,13 @@ class ValidatedDomain:
                     input_tokens=(int(e["input_tokens"][0]), int(e["input_tokens"][1])),
                     output_tokens=(int(e["output_tokens"][0]), int(e["output_tokens"][1])),
                     concurrency=(int(e["concurrency"][0]), int(e["concurrency"][1])),
+                    models=tuple(e.get("models", ())),
                 )
                 for name, e in data["engines"].items()
+            },
+            new_model_coverage={
+                float(c): {m: float(f) for m, f in by_metric.items()}
+                for c, by_metric in data.get("new_model_coverage", {}).items()
             },
         )
 
@@ -82,6 +91,21 @@ def _outside(name: str, values: Sequence[int], span: tuple[int, int]) -> str | N
     return f"{name} {max(out) if max(out) > high else min(out)} outside the calibrated {low}-{high}"
 
 
+def _new_model(domain: ValidatedDomain, engine: str, model: str) -> str:
+    text = f"{model} has no held-out {engine} rows: its band is borrowed from other models"
+    reached = domain.new_model_coverage
+    if reached:
+        level = min(reached)
+        cells = ", ".join(
+            f"{m.removesuffix('_s').upper()} {f:.0%}" for m, f in reached[level].items()
+        )
+        text += (
+            f"; on models left out of the residuals the {level:.0%} bands held only {cells}"
+            " of the measurements"
+        )
+    return text
+
+
 def domain_warnings(
     domain: ValidatedDomain,
     *,
@@ -89,12 +113,14 @@ def domain_warnings(
     engine: str,
     engine_version: str | None,
     family: str,
+    model: str | None = None,
     input_tokens: Sequence[int] = (),
     output_tokens: Sequence[int] = (),
     concurrency: Sequence[int] = (),
 ) -> tuple[str, ...]:
     """One warning per way the request lies outside ``domain`` (empty inside it).
 
+    ``model`` (a catalogue id) is checked against the models with held-out rows.
     ``gpu`` is a name or id (``"H100 SXM"`` and ``"h100-sxm"`` match).
     ``input_tokens``/``output_tokens``/``concurrency`` are the values the request uses (an
     empty sequence skips the check, e.g. the client count of an open loop).
@@ -119,6 +145,8 @@ def domain_warnings(
             f"no {engine} calibration rows for {family} models (rows for "
             f"{', '.join(spec.families)}){suffix}"
         )
+    if model is not None and spec.models and model not in spec.models:
+        warnings.append(_new_model(domain, engine, model))
     for name, unit, values, span in (
         ("input length", "tokens", input_tokens, spec.input_tokens),
         ("output length", "tokens", output_tokens, spec.output_tokens),

@@ -1,4 +1,4 @@
-"""Prediction intervals from out-of-sample residuals (docs/modeling.md, "Prediction intervals").
+"""Prediction intervals from out-of-sample residuals (docs/modeling.md §5.5).
 
 A held-out residual is ``r = ln(measured / predicted)`` of one serving row whose model (or
 engine) the constants were not fitted on. For a coverage ``c`` the interval of a prediction
