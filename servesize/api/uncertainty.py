@@ -38,8 +38,9 @@ def _tables() -> tuple[PredictionIntervals, ValidatedDomain]:
 class Uncertainty:
     """Bands and domain warnings for one engine, model and GPU."""
 
-    def __init__(self, *, engine: str, architecture: Architecture) -> None:
+    def __init__(self, *, engine: str, model: str, architecture: Architecture) -> None:
         self.engine = engine
+        self.model = model
         self.family = model_family(architecture)
         self.intervals, self.domain = _tables()
 
@@ -49,7 +50,12 @@ class Uncertainty:
             return None
         return _out(
             self.intervals.latency(
-                metric, value, engine=self.engine, family=self.family, coverage=COVERAGE
+                metric,
+                value,
+                engine=self.engine,
+                family=self.family,
+                coverage=COVERAGE,
+                model=self.model,
             )
         )
 
@@ -59,7 +65,12 @@ class Uncertainty:
             return None
         return _out(
             self.intervals.rate(
-                "e2e_s", value, engine=self.engine, family=self.family, coverage=COVERAGE
+                "e2e_s",
+                value,
+                engine=self.engine,
+                family=self.family,
+                coverage=COVERAGE,
+                model=self.model,
             )
         )
 
@@ -80,6 +91,7 @@ class Uncertainty:
                 engine=self.engine,
                 engine_version=engine_version,
                 family=self.family,
+                model=self.model,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 concurrency=concurrency,
@@ -95,6 +107,6 @@ def _out(interval: Interval | None) -> PredictionIntervalOut | None:
     )
 
 
-def uncertainty(engine: str, architecture: Architecture) -> Uncertainty:
-    """The bands and warnings of ``engine`` serving ``architecture``."""
-    return Uncertainty(engine=engine, architecture=architecture)
+def uncertainty(engine: str, model: str, architecture: Architecture) -> Uncertainty:
+    """The bands and warnings of ``engine`` serving ``model`` (catalogue id or name)."""
+    return Uncertainty(engine=engine, model=model, architecture=architecture)

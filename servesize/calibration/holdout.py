@@ -392,8 +392,9 @@ def interval_data(
             "residuals": "ln(measured / predicted) of steady-state rows predicted out of "
             "sample: calibration models left out of a refit of their engine's constants, "
             "and catalogue models outside the calibration set with the shipped constants",
-            "quantiles": "Hyndman-Fan type 7; a group needs min_rows rows, else its engine's, "
-            "else all rows",
+            "quantiles": "Hyndman-Fan type 7 by engine/family, engine/* and */*; a model with "
+            "held-out rows takes the most specific group holding it with min_rows rows, any "
+            "other model */*",
             "models": sorted({f"{r.engine} {r.model_id} ({r.split})" for r in used}),
         },
         **_interval_groups(used, coverages, min_rows),
@@ -454,6 +455,7 @@ def coverage_check(
                         engine=r.engine,
                         family=r.family,
                         coverage=c,
+                        model=r.model_id,
                     )
                     hit = band is not None and (
                         band.low <= r.value(metric, predicted=False) <= band.high

@@ -27,7 +27,7 @@ def performance_bands(
     built: ResolvedReplica, work: WorkloadPoint, response: PerformanceResponse
 ) -> PerformanceResponse:
     """``/v1/performance``: TTFT, TPOT, E2E and both throughputs."""
-    u = uncertainty(response.engine, built.model.architecture)
+    u = uncertainty(response.engine, built.model.id, built.model.architecture)
     warnings = u.warnings(
         gpu=built.hardware.name,
         engine_version=_version(built),
@@ -71,7 +71,7 @@ def simulate_bands(
     """``/v1/simulate``: the means of TTFT, TPOT and E2E; the closed loop's throughput. The
     bands come from the steady-state tier's residuals; the domain is checked at the mean
     lengths."""
-    u = uncertainty(response.engine, built.model.architecture)
+    u = uncertainty(response.engine, built.model.id, built.model.architecture)
     closed = body.traffic.mode == "closed_loop"
     p, n = _mean_lengths(built, body.traffic)
     warnings = u.warnings(
@@ -96,7 +96,7 @@ def simulate_bands(
 
 def capacity_bands(built: ResolvedReplica, response: SloCapacityResponse) -> SloCapacityResponse:
     """``/v1/slo/capacity``: the open loop's max rate."""
-    u = uncertainty(response.engine, built.model.architecture)
+    u = uncertainty(response.engine, built.model.id, built.model.architecture)
     concurrency = response.max_concurrency
     warnings = u.warnings(
         gpu=built.hardware.name,
@@ -111,8 +111,8 @@ def capacity_bands(built: ResolvedReplica, response: SloCapacityResponse) -> Slo
     )
 
 
-def _plan(plan: PlanOut, architecture: Architecture, engine_version: str) -> PlanOut:
-    u = uncertainty(plan.engine, architecture)
+def _plan(plan: PlanOut, model: str, architecture: Architecture, engine_version: str) -> PlanOut:
+    u = uncertainty(plan.engine, model, architecture)
     return plan.model_copy(
         update={
             "max_rate_per_replica_per_s_interval": u.rate(plan.max_rate_per_replica_per_s),
@@ -127,7 +127,8 @@ def sizing_bands(
     """``/v1/sizing``: each plan's max rate per replica and its domain warnings (also listed
     once in the response's ``warnings``)."""
     plans = [
-        _plan(p, architecture, v) for p, v in zip(response.plans, engine_versions, strict=True)
+        _plan(p, response.model, architecture, v)
+        for p, v in zip(response.plans, engine_versions, strict=True)
     ]
     extra = sorted({w for p in plans for w in p.warnings} - set(response.warnings))
     return response.model_copy(update={"plans": plans, "warnings": [*response.warnings, *extra]})

@@ -6,9 +6,10 @@ engine) the constants were not fitted on. For a coverage ``c`` the interval of a
 
     [p · exp(q_lo), p · exp(q_hi)],   q_lo = Q((1 − c)/2),  q_hi = Q((1 + c)/2)
 
-with ``Q`` the empirical quantile of the residuals of the prediction's group (engine × model
-family; the engine's pooled residuals, then every residual, when a group has fewer than
-``min_rows``). A rate ``x = k / T`` that is inversely proportional to a latency ``T`` (closed-loop
+with ``Q`` the empirical quantile of the residuals of the prediction's group: engine × model
+family (the engine's pooled residuals, then every residual, when a group has fewer than
+``min_rows``) for a model with held-out rows in the group, every residual for a model
+without. A rate ``x = k / T`` that is inversely proportional to a latency ``T`` (closed-loop
 throughput ``C / E2E``, a replica's saturation rate) takes the latency's band inverted:
 ``[x · exp(−q_hi), x · exp(−q_lo)]``.
 """
@@ -114,22 +115,37 @@ class PredictionIntervals:
     min_rows: int
     """Fewest rows a group needs before its own quantiles are used."""
 
-    def group(self, engine: str, family: str) -> ResidualGroup | None:
+    def group(self, engine: str, family: str, model: str | None = None) -> ResidualGroup | None:
         """The most specific group with at least :attr:`min_rows` rows, else the largest
-        available (None when there are no groups)."""
+        available (None when there are no groups). With ``model`` given, a group other than
+        ``"*/*"`` qualifies only if it holds that model's residuals: a model without
+        held-out rows takes the band of every row, which is what covers models left out of
+        the residuals best (docs/modeling.md §5.5)."""
         keys = (group_key(engine, family), group_key(engine, ANY), group_key(ANY, ANY))
-        found = [self.groups[k] for k in keys if k in self.groups]
+        found = [
+            self.groups[k]
+            for k in keys
+            if k in self.groups
+            and (model is None or k == group_key(ANY, ANY) or model in self.groups[k].models)
+        ]
         for g in found:
             if g.rows >= self.min_rows:
                 return g
         return max(found, key=lambda g: g.rows, default=None)
 
     def latency(
-        self, metric: str, value: float, *, engine: str, family: str, coverage: float
+        self,
+        metric: str,
+        value: float,
+        *,
+        engine: str,
+        family: str,
+        coverage: float,
+        model: str | None = None,
     ) -> Interval | None:
         """The band of a latency prediction ``value`` (s), or None without residuals or for a
         non-finite or non-positive value."""
-        found = self._band(metric, engine, family, coverage)
+        found = self._band(metric, engine, family, coverage, model)
         if found is None or not (math.isfinite(value) and value > 0):
             return None
         (lo, hi), basis = found
@@ -138,10 +154,17 @@ class PredictionIntervals:
         )
 
     def rate(
-        self, metric: str, value: float, *, engine: str, family: str, coverage: float
+        self,
+        metric: str,
+        value: float,
+        *,
+        engine: str,
+        family: str,
+        coverage: float,
+        model: str | None = None,
     ) -> Interval | None:
         """The band of a rate inversely proportional to the latency ``metric``."""
-        found = self._band(metric, engine, family, coverage)
+        found = self._band(metric, engine, family, coverage, model)
         if found is None or not (math.isfinite(value) and value > 0):
             return None
         (lo, hi), basis = found
@@ -150,9 +173,9 @@ class PredictionIntervals:
         )
 
     def _band(
-        self, metric: str, engine: str, family: str, coverage: float
+        self, metric: str, engine: str, family: str, coverage: float, model: str | None
     ) -> tuple[tuple[float, float], str] | None:
-        g = self.group(engine, family)
+        g = self.group(engine, family, model)
         if g is None or metric not in g.bands or coverage not in g.bands[metric]:
             return None
         return g.bands[metric][coverage], f"{g.key} ({g.rows} held-out rows)"

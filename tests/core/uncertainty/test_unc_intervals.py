@@ -42,7 +42,7 @@ def _table(min_rows: int = 5) -> PredictionIntervals:
     three = {m: [0.0, 0.1, 0.2] for m in ("ttft_s", "tpot_s", "e2e_s")}
     wide = {m: [-1.0, 1.0, -1.0, 1.0, -1.0, 1.0] for m in ("ttft_s", "tpot_s", "e2e_s")}
     groups = {
-        "vllm/moe": residual_group("vllm/moe", five, [0.8]),
+        "vllm/moe": residual_group("vllm/moe", five, [0.8], models=["m1"]),
         "vllm/dense": residual_group("vllm/dense", three, [0.8]),
         "vllm/*": residual_group("vllm/*", wide, [0.8]),
         "*/*": residual_group("*/*", five, [0.8]),
@@ -84,6 +84,16 @@ def test_small_groups_fall_back_to_the_engine_then_to_all_rows() -> None:
     own = _table(min_rows=3).latency("tpot_s", 1.0, engine="vllm", family="dense", coverage=0.8)
     assert own is not None
     assert own.basis.startswith("vllm/dense")
+
+
+def test_a_model_without_residuals_in_its_group_takes_every_row() -> None:
+    table = _table()
+    known = table.latency("ttft_s", 1.0, engine="vllm", family="moe", coverage=0.8, model="m1")
+    new = table.latency("ttft_s", 1.0, engine="vllm", family="moe", coverage=0.8, model="m2")
+    assert known is not None
+    assert new is not None
+    assert known.basis.startswith("vllm/moe")
+    assert new.basis.startswith("*/*")
 
 
 def test_no_band_for_unknown_coverage_or_non_finite_prediction() -> None:
