@@ -474,6 +474,7 @@ def report_intervals(rows: list[HeldOutRow], *, write: bool, command: str) -> No
             "command": f"python -m bench.accuracy --write-intervals {command}",
             "date": now.date().isoformat(),
         },
+        residuals=RESIDUALS_CSV,
     )
     INTERVALS_JSON.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"\nwrote {INTERVALS_JSON}")

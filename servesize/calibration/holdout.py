@@ -380,15 +380,21 @@ def interval_data(
     generated: Mapping[str, str],
     coverages: Sequence[float] = COVERAGES,
     min_rows: int = MIN_ROWS,
+    residuals: Path | None = None,
 ) -> dict[str, Any]:
-    """The content of ``prediction_intervals.json``: how it was made, the residual groups of
-    the ``model`` and ``outside`` rows, and the validated domain."""
+    """The content of ``prediction_intervals.json``: how it was made (with the digests of
+    ``e2e_serving.csv`` and of the ``residuals`` file ``rows`` were written to), the residual
+    groups of the ``model`` and ``outside`` rows, and the validated domain."""
     used = [r for r in rows if r.split in ("model", "outside")]
-    digest = hashlib.sha256(Path(E2E_SERVING_CSV).read_bytes()).hexdigest()
+    inputs = {
+        path.name: f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"
+        for path in (Path(E2E_SERVING_CSV), residuals)
+        if path is not None
+    }
     return {
         "generated": {
             **generated,
-            "inputs": {"e2e_serving.csv": f"sha256:{digest}"},
+            "inputs": inputs,
             "residuals": "ln(measured / predicted) of steady-state rows predicted out of "
             "sample: calibration models left out of a refit of their engine's constants, "
             "and catalogue models outside the calibration set with the shipped constants",

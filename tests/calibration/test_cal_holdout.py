@@ -61,6 +61,9 @@ def test_shipped_intervals_match_the_calibration_file() -> None:
     data = json.loads(INTERVALS_JSON.read_text())
     digest = hashlib.sha256(E2E_SERVING_CSV.read_bytes()).hexdigest()
     assert data["generated"]["inputs"]["e2e_serving.csv"] == f"sha256:{digest}"
+    residuals = INTERVALS_JSON.parent / "held_out_residuals.csv"
+    digest = hashlib.sha256(residuals.read_bytes()).hexdigest()
+    assert data["generated"]["inputs"]["held_out_residuals.csv"] == f"sha256:{digest}"
     assert data["domain"]["gpus"] == ["H100 SXM"]
     assert set(data["domain"]["engines"]) == {"sglang", "trtllm", "vllm"}
     assert "0.12.0" in data["domain"]["engines"]["vllm"]["versions"]
