@@ -17,6 +17,14 @@ calibration set (out of sample) and the errors over every replayable row togethe
 ``--simulate --holdout`` refits the
 simulator constants leaving one model out and prints the errors on the model left out (rows
 that record their client count only).
+``--holdout-steady`` prints the steady-state tier's out-of-sample errors (leave one model out,
+catalogue models outside the calibration set, leave one engine out) per engine, model family and
+GPU: MAPE, median and 90th percentile of the absolute percentage error (minutes).
+``--write-intervals`` writes the held-out rows to ``servesize/data/held_out_residuals.csv`` and
+the intervals built from them to ``servesize/data/prediction_intervals.json``, and prints the
+coverage the intervals reach on models (and on rows) left out of them (minutes; deterministic:
+the date comes from ``SOURCE_DATE_EPOCH`` when set); ``--write-intervals --from-residuals``
+rebuilds the intervals from that CSV without refitting (seconds).
 
 Closed-loop TTFT at concurrency ``C`` is predicted as the steady state of ``C`` clients:
 request overhead + admission wait + the rest of the running step + the wait behind other
@@ -26,7 +34,11 @@ prompts + the request's own prefill steps (see :mod:`servesize.core.steptime.ser
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,6 +61,19 @@ from servesize.calibration import (
 from servesize.calibration.cases import Group, ServingCase
 from servesize.calibration.collective_fit import fit_collective_constants
 from servesize.calibration.fitting import fit_simulator_constants
+from servesize.calibration.holdout import (
+    HeldOutRow,
+    by_model,
+    by_row,
+    coverage_check,
+    interval_data,
+    leave_one_engine_out,
+    leave_one_model_out,
+    outside_models,
+    read_residuals,
+    summarize,
+    write_residuals,
+)
 from servesize.calibration.simulated import benchmark_client, replayable, simulate_cases
 from servesize.catalog import ModelCatalog
 from servesize.core.architecture import Architecture
@@ -58,6 +83,13 @@ from servesize.core.steptime.communication import DEFAULT_COLLECTIVE_CONSTANTS
 from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
 CATALOGUE = Path(__file__).resolve().parent.parent / "servesize" / "data" / "models"
+INTERVALS_JSON = CATALOGUE.parent / "prediction_intervals.json"
+RESIDUALS_CSV = CATALOGUE.parent / "held_out_residuals.csv"
+SPLITS = {
+    "model": "leave one calibration model out (constants refitted without it)",
+    "outside": "catalogue models outside the calibration set (shipped constants)",
+    "engine": "leave one engine out (constants fitted on the other engines)",
+}
 
 
 def architectures(directory: Path = CATALOGUE) -> dict[str, Architecture]:
@@ -377,6 +409,86 @@ def simulated_holdout(max_evaluations: int, stride: int) -> None:
             print(f"{engine:<8} {model:<36} {len(test):>5}  {ttft_mape:>7.1f}  {tpot_mape:>7.1f}")
 
 
+def _print_summaries(rows: list[HeldOutRow]) -> None:
+    """Per split: errors by engine, model family, GPU and engine × model."""
+    keys: dict[str, Callable[[HeldOutRow], str]] = {
+        "engine": lambda r: r.engine,
+        "family": lambda r: r.family,
+        "gpu": lambda r: r.gpu,
+        "engine x model": lambda r: f"{r.engine} {r.model_id}",
+    }
+    head = f"  {'':<48} {'rows':>5}  {'TTFT MAPE  med  p90':>20}  {'TPOT MAPE  med  p90':>20}"
+    for split, title in SPLITS.items():
+        own = [r for r in rows if r.split == split]
+        if not own:
+            continue
+        print(f"\n[{split}] {title}: absolute % error")
+        print(head)
+        for name, key in keys.items():
+            for group, sm in summarize(own, key).items():
+                t, p = sm.ttft, sm.tpot
+                label = f"{name} {group}"
+                print(
+                    f"  {label:<48} {sm.rows:>5}  {t[0]:>9.1f} {t[1]:>4.0f} {t[2]:>4.0f}"
+                    f"  {p[0]:>9.1f} {p[1]:>4.0f} {p[2]:>4.0f}"
+                )
+
+
+def _print_coverage(rows: list[HeldOutRow]) -> None:
+    """Fraction of held-out measurements inside intervals built without them: leaving a whole
+    model out (a new model), and leaving one tenth of the rows out (a new workload of known
+    models)."""
+    for unit, title in ((by_model, "a model"), (by_row, "a tenth of the rows")):
+        print(f"\nCoverage, leaving {title} out of the intervals: inside / rows, TTFT TPOT E2E")
+        by_engine = coverage_check(rows, key=lambda r: r.engine, unit=unit)
+        every = coverage_check(rows, key=lambda r: "all", unit=unit)
+        for group, cov in [*by_engine.items(), *every.items()]:
+            cells = "  ".join(
+                f"{c:.0%}: " + " ".join(f"{cov.inside[m][c] / cov.rows:>4.0%}" for m in cov.inside)
+                for c in next(iter(cov.inside.values()))
+            )
+            print(f"  {group:<8} {cov.rows:>5}  {cells}")
+
+
+def steady_holdout(evaluations: int, *, engines: bool, write: bool) -> None:
+    """The steady-state tier out of sample (module docstring); ``write``: the held-out rows to
+    :data:`RESIDUALS_CSV` and the intervals to :data:`INTERVALS_JSON`."""
+    archs = architectures()
+    rows = leave_one_model_out(archs, max_evaluations=evaluations, log=print)
+    rows += outside_models(archs)
+    if engines:
+        rows += leave_one_engine_out(archs, max_evaluations=evaluations, log=print)
+    if write:
+        write_residuals(rows, RESIDUALS_CSV)
+        print(f"wrote {RESIDUALS_CSV}")
+    report_intervals(rows, write=write, command=f"--holdout-evaluations {evaluations}")
+
+
+def report_intervals(rows: list[HeldOutRow], *, write: bool, command: str) -> None:
+    """Print the errors and coverage of ``rows``; ``write``: the intervals too."""
+    _print_summaries(rows)
+    _print_coverage(rows)
+    if not write:
+        return
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    now = (
+        datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
+        if epoch
+        else datetime.datetime.now(datetime.UTC)
+    )
+    data = interval_data(
+        rows,
+        architectures(),
+        generated={
+            "command": f"python -m bench.accuracy --write-intervals {command}",
+            "date": now.date().isoformat(),
+        },
+        residuals=RESIDUALS_CSV,
+    )
+    INTERVALS_JSON.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"\nwrote {INTERVALS_JSON}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="refit the engine constants first")
@@ -404,11 +516,40 @@ def main() -> None:
         default=4,
         help="with --simulate --holdout: fit on every n-th training row",
     )
+    parser.add_argument(
+        "--holdout-steady",
+        action="store_true",
+        help="steady-state errors out of sample: models, engines left out (minutes)",
+    )
+    parser.add_argument(
+        "--write-intervals",
+        action="store_true",
+        help=f"write {INTERVALS_JSON.name} from held-out residuals (minutes)",
+    )
+    parser.add_argument(
+        "--holdout-evaluations",
+        type=int,
+        default=300,
+        help="with --holdout-steady / --write-intervals: evaluations per refit",
+    )
+    parser.add_argument(
+        "--from-residuals",
+        action="store_true",
+        help=f"with --write-intervals: reuse {RESIDUALS_CSV.name} instead of refitting (seconds)",
+    )
     args = parser.parse_args()
     if args.offline:
         from bench.offline import print_offline
 
         print_offline()
+    elif args.from_residuals:
+        report_intervals(
+            read_residuals(RESIDUALS_CSV), write=args.write_intervals, command="--from-residuals"
+        )
+    elif args.holdout_steady or args.write_intervals:
+        steady_holdout(
+            args.holdout_evaluations, engines=args.holdout_steady, write=args.write_intervals
+        )
     elif args.simulate and args.holdout:
         simulated_holdout(args.sim_evaluations, args.stride)
     elif args.simulate:

@@ -45,6 +45,8 @@ class ServingMeasurement:
     tpot_s: float
     source: str = ""
     """The row's provenance note (``silicon_data_source``): which sweep measured it."""
+    system: str = ""
+    """The GPU system it ran on (``h100_sxm``)."""
 
 
 def _int(value: str) -> int | None:
@@ -83,6 +85,7 @@ def load_serving_measurements(path: Path = E2E_SERVING_CSV) -> tuple[ServingMeas
             ttft_s=float(row["silicon_ttft_ms"]) / 1e3,
             tpot_s=float(row["silicon_tpot_ms"]) / 1e3,
             source=row["silicon_data_source"],
+            system=row.get("system", ""),
         )
         for row in rows
     )

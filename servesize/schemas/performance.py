@@ -7,6 +7,7 @@ from pydantic import Field
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
+from servesize.schemas.uncertainty import PredictionIntervalOut
 
 
 class WorkloadPoint(RequestModel):
@@ -71,3 +72,9 @@ class PerformanceResponse(ResponseModel):
     """Which numbers were measured and which defaulted."""
     defaults_applied: list[AppliedDefaultOut]
     warnings: list[str]
+    ttft_s_interval: PredictionIntervalOut | None = None
+    """Prediction interval of ``ttft_s`` (out-of-sample residuals); null without residuals."""
+    tpot_s_interval: PredictionIntervalOut | None = None
+    e2e_s_interval: PredictionIntervalOut | None = None
+    throughput_output_tokens_per_s_interval: PredictionIntervalOut | None = None
+    throughput_requests_per_s_interval: PredictionIntervalOut | None = None

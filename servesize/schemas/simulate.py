@@ -19,6 +19,7 @@ from servesize.core.simulation import SchedulingPolicy
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
+from servesize.schemas.uncertainty import PredictionIntervalOut
 
 MAX_REQUESTS = 50_000
 """Most requests one simulation may ask for: the run happens inside the HTTP request."""
@@ -569,3 +570,9 @@ class SimulateResponse(ResponseModel):
     time_series: TimeSeriesOut
     defaults_applied: list[AppliedDefaultOut]
     warnings: list[str]
+    ttft_s_interval: PredictionIntervalOut | None = None
+    """Prediction interval of the mean ``ttft_s`` (from steady-state residuals)."""
+    tpot_s_interval: PredictionIntervalOut | None = None
+    e2e_s_interval: PredictionIntervalOut | None = None
+    throughput_output_tokens_per_s_interval: PredictionIntervalOut | None = None
+    """Closed loop only (an open loop's throughput is its arrival rate)."""

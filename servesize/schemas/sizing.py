@@ -11,6 +11,7 @@ from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.models import ModelRef
 from servesize.schemas.simulate import LengthIn
 from servesize.schemas.slo import SloIn
+from servesize.schemas.uncertainty import PredictionIntervalOut
 
 Engine = Literal["vllm", "sglang", "trtllm"]
 MAX_GRID = 16
@@ -202,6 +203,10 @@ class PlanOut(ResponseModel):
     notes: list[str]
     """Why a plan is decided by Tier A although verification was asked for (an inconclusive
     run, the simulation budget) and the misses that added replicas."""
+    max_rate_per_replica_per_s_interval: PredictionIntervalOut | None = None
+    """Prediction interval of ``max_rate_per_replica_per_s`` (the E2E residuals, inverted)."""
+    warnings: list[str] = Field(default_factory=list)
+    """Where the plan lies outside the validated domain of the prediction intervals."""
 
 
 class RejectedOut(ResponseModel):

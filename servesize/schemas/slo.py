@@ -18,6 +18,7 @@ from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.memory import DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 from servesize.schemas.simulate import LatencyOut, TrafficIn
+from servesize.schemas.uncertainty import PredictionIntervalOut
 
 MAX_LATENCY_S = 86_400.0
 
@@ -360,3 +361,5 @@ class SloCapacityResponse(_Out):
     simulated_requests: int
     """Requests simulated over all probes, confirmation runs included."""
     warnings: list[str]
+    max_rate_per_s_interval: PredictionIntervalOut | None = None
+    """Prediction interval of ``max_rate_per_s`` (the E2E residuals, inverted)."""

@@ -118,6 +118,7 @@ def test_the_wheel_carries_migrations_and_the_catalogue(installed: Installed) ->
         "servesize/migrations/env.py",
         "servesize/migrations/script.py.mako",
         "servesize/data/gpus.json",
+        "servesize/data/prediction_intervals.json",
     } <= names
     assert _names_under(PACKAGE / "data" / "h100", "*.csv") <= names
     dist_info = "-".join(installed.wheel.name.split("-")[:2]) + ".dist-info"

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from servesize.api.deps import ReadAccess, SessionDep
 from servesize.api.performance_views import performance_response
+from servesize.api.render.uncertainty import performance_bands
 from servesize.api.replica_resolver import request_replica
 from servesize.api.routes.models import CatalogIndexDep
 from servesize.core.steptime import closed_loop
@@ -28,4 +29,4 @@ def performance(
         output_tokens=work.output_tokens,
         kv_capacity_tokens=built.memory.kv_capacity_tokens,
     )
-    return performance_response(built, work, estimate)
+    return performance_bands(built, work, performance_response(built, work, estimate))

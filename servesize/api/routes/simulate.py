@@ -13,6 +13,7 @@ from fastapi import APIRouter, Body
 
 from servesize.api.deps import ReadAccess, SessionDep
 from servesize.api.errors import UnprocessableError
+from servesize.api.render.uncertainty import simulate_bands
 from servesize.api.replica_resolver import request_replica
 from servesize.api.routes.models import CatalogIndexDep
 from servesize.api.simulate_views import latency_out, simulate_response
@@ -152,4 +153,4 @@ def simulate_serving(
         overheads=ClientOverheads(**overheads.model_dump()) if overheads is not None else None,
         disaggregation=body.disaggregation,
     )
-    return simulate_response(body, built, run)
+    return simulate_bands(body, built, simulate_response(body, built, run))

@@ -19,6 +19,7 @@ from servesize.api.errors import UnprocessableError, json_pointer
 from servesize.api.measured import measured_profile
 from servesize.api.models_resolver import ResolvedModel, resolve_model
 from servesize.api.render.sizing import infeasible_problem, response_out
+from servesize.api.render.uncertainty import sizing_bands
 from servesize.api.routes.models import CatalogIndexDep
 from servesize.api.simulation_runner import length_distribution, min_tokens
 from servesize.api.sizing_cache import SizingCacheDep, sizing_key
@@ -273,7 +274,8 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
     best = zero_load_infeasibility(result)
     if best:
         raise infeasible_problem(result, best)
-    return response_out(result, model.id)
+    versions = [p.memory.deployment.engine_version for p in result.plans]
+    return sizing_bands(response_out(result, model.id), model.architecture, versions)
 
 
 @router.post("/sizing", response_model=SizingResponse)

@@ -27,6 +27,7 @@ from servesize.api.render.slo import (
     throughput_only_problem,
     zero_load_problem,
 )
+from servesize.api.render.uncertainty import capacity_bands
 from servesize.api.replica_resolver import ResolvedReplica, request_replica
 from servesize.api.routes.models import CatalogIndex, CatalogIndexDep
 from servesize.api.simulation_runner import build_workload, length_distribution, run_simulation
@@ -387,9 +388,10 @@ def slo_capacity(
     _search_bounds(body, workload)
     probe = _Prober(built, body.traffic, body.policy)
     plan = _plan(body, built, objective, probe, zero_ttft_p95)
-    return capacity_out(
+    response = capacity_out(
         built,
         plan,
         zero_load_ttft_p95_s=zero_ttft_p95,
         simulated_requests=probe.simulated_requests,
     )
+    return capacity_bands(built, response)
