@@ -19,6 +19,12 @@ from typing import ClassVar
 import numpy as np
 
 from servesize.core.simulation.config import SchedulerConfig
+from servesize.core.simulation.policies.capacity import (
+    admission_estimate_tokens,
+    admission_room_tokens,
+    admitted_tokens,
+    retract_decode,
+)
 from servesize.core.simulation.replica_state import ReplicaState, StepPlan
 from servesize.core.simulation.requests import ACTIVE
 
@@ -45,6 +51,9 @@ class BatchFormation(ABC):
         self.max_seqs = config.max_num_seqs
         self.block_size = config.block_size_tokens
         self.full_prompt_gate = config.admit_full_prompt
+        self.capacity = config.capacity_policy
+        self.reserve_whole = config.capacity_policy == "guaranteed_no_evict"
+        self.token_ratio = config.capacity_policy == "new_token_ratio"
 
     @classmethod
     def on_decode_replica(cls) -> type[BatchFormation]:
@@ -105,6 +114,11 @@ class BatchFormation(ABC):
         KV transfers of requests queued behind it (decode replica of a disaggregated pair). The
         scheduler would re-admit and preempt it forever; it is dropped as rejected instead.
         """
+        if self.token_ratio:
+            survivors, tokens, retracted = retract_decode(state, run, n)
+            if survivors.size:
+                return survivors, tokens, retracted
+            run, n = run[state.tab.is_running[run]], n[state.tab.is_running[run]]
         ids: list[int] = run.tolist()
         ns: list[int] = n.tolist()
         pool = state.pool
@@ -140,7 +154,11 @@ class BatchFormation(ABC):
             return 0
         tokens = want if want < left else left
         pool = state.pool
-        need, gate = self.admission_blocks(c, tokens, total, int(pool.held[r]))
+        held = int(pool.held[r])
+        if self.reserve_whole:
+            need = gate = max(state.blocks_for_whole(r) - held, 0)
+        else:
+            need, gate = self.admission_blocks(c, tokens, total, held)
         if not pool.admit(r, need, gate):
             return 0
         tab.is_running[r] = True
@@ -156,14 +174,20 @@ class BatchFormation(ABC):
         tab = state.tab
         waiting = state.waiting
         me = state.index
+        room = admission_room_tokens(state) if self.token_ratio else 0.0
         while state.n_waiting and left > 0 and nrun + len(adm) < self.max_seqs:
             r = waiting[0]
             if tab.status[r] != ACTIVE or tab.owner[r] != me:
                 waiting.popleft()
                 continue
+            if self.token_ratio and admission_estimate_tokens(state, r) >= room:
+                return True
             tokens = self.try_admit(state, r, t, left)
             if tokens == 0:
                 return True
+            if self.token_ratio:
+                whole = tokens == int(tab.num_tokens[r] - tab.computed_tokens[r])
+                room -= admitted_tokens(state, r, tokens, whole)
             waiting.popleft()
             state.n_waiting -= 1
             adm.append(r)
