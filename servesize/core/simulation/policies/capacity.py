@@ -1,13 +1,16 @@
 """SGLang's KV admission and retraction (``capacity_policy="new_token_ratio"``).
 
-Mirrors sgl-project/sglang v0.5.1.post1:
+Mirrors sgl-project/sglang (the v0.5 line; read at main, commit 00550cd1, where the formulas
+below are those of ``python/sglang/srt/managers/schedule_policy.py`` and
+``schedule_batch.py``; v0.5.1.post1 counts a resumed request's whole ``max_new_tokens``):
 
-* ``python/sglang/srt/managers/schedule_policy.py: PrefillAdder``: the room for new requests is
+* ``schedule_policy.py: PrefillAdder``: the room for new requests is
   ``rem_total = free + evictable - Σ_running min(max_new - generated, 4096) · ratio``; a waiting
-  request (FCFS) is refused — and admission stops — when ``extend + min(max_new, 4096) >=
-  rem_total`` (``add_one_req``: its own output counts in full); once admitted, ``rem_total``
-  loses its (paged) prompt tokens scheduled now and, unless it was chunked, its clipped
-  ``max_new`` (``_prefill_one_req``).
+  request (FCFS) is refused — and admission stops — when ``extend + max_new + page_size >=
+  rem_total`` with ``max_new = min(max(max_new_tokens - generated, 0), 4096)``
+  (``add_one_req``: its own output counts in full); once admitted, ``rem_total`` loses its
+  (paged) prompt tokens scheduled now and, unless it was chunked, its ``max_new``
+  (``_update_prefill_budget``).
 * ``scheduler.py: update_running_batch``: before a decode step, if the pool cannot take one more
   token of every decode (``ScheduleBatch.check_decode_mem``), ``ScheduleBatch.retract_decode``
   retracts requests — fewest generated tokens first, the longest prompt first among equals,
@@ -54,19 +57,27 @@ def admission_room_tokens(state: ReplicaState) -> float:
     return free - float(_sum(left)) * new_token_ratio(state)
 
 
+def _max_new_left(state: ReplicaState, r: int) -> int:
+    """``min(max(max_new_tokens - len(output_ids), 0), 4096)`` of request ``r``."""
+    tab = state.tab
+    left = int(tab.output_tokens[r] - (tab.num_tokens[r] - tab.prompt_tokens[r]))
+    return min(max(left, 0), SGLANG_CLIP_MAX_NEW_TOKENS)
+
+
 def admission_estimate_tokens(state: ReplicaState, r: int) -> int:
-    """``extend_input_len + min(max_new_tokens, 4096)`` of waiting request ``r``."""
+    """``extend_input_len + max_new + page_size`` of waiting request ``r`` (``add_one_req``)."""
     tab = state.tab
     extend = int(tab.num_tokens[r] - tab.computed_tokens[r])
-    return extend + min(int(tab.output_tokens[r]), SGLANG_CLIP_MAX_NEW_TOKENS)
+    return extend + _max_new_left(state, r) + state.pool.block_size_tokens
 
 
 def admitted_tokens(state: ReplicaState, r: int, tokens: int, whole: bool) -> int:
-    """What admitting ``r`` with ``tokens`` prompt tokens now takes from the room: the paged
-    tokens, plus its clipped ``max_new`` unless its prompt was chunked."""
+    """What admitting ``r`` with ``tokens`` prompt tokens now takes from the room
+    (``_update_prefill_budget``): the paged tokens, plus its ``max_new`` unless its prompt was
+    chunked."""
     bs = state.pool.block_size_tokens
     paged = -(-tokens // bs) * bs
-    return paged + (min(int(state.tab.output_tokens[r]), SGLANG_CLIP_MAX_NEW_TOKENS) if whole else 0)
+    return paged + (_max_new_left(state, r) if whole else 0)
 
 
 def retract_decode(
