@@ -264,7 +264,7 @@ class DecodeRunAccelerator:
             decode_seqs=run.batch,
             decode_context_tokens=run.context + steps * run.batch,
             kv_blocks_used=(pool.total_blocks - run.free_blocks)
-            + (0 if pool.reserves_whole else crossings),
+            + (crossings * 0 if pool.reserves_whole else crossings),
             num_waiting=waiting,
             itl_weight=run.window_weight,
         )

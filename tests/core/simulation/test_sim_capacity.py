@@ -105,16 +105,26 @@ def test_new_token_ratio_admission_counts_the_newcomer_output_in_full() -> None:
     #      2, 3, 4: done at 4 (frees 7).
     # t=4: room 12 > 9: [4,5] B prefill, token 1 at 5; tokens 2..4 at 6, 7, 8.
     r = _run(
-        [0.0, 0.0], [4, 4], [4, 4], capacity="new_token_ratio", policy="prefill_first",
-        block_size=1, blocks=12,
+        [0.0, 0.0],
+        [4, 4],
+        [4, 4],
+        capacity="new_token_ratio",
+        policy="prefill_first",
+        block_size=1,
+        blocks=12,
     )
     assert r.first_token_s.tolist() == [1.0, 5.0]
     assert r.finish_s.tolist() == [4.0, 8.0]
     assert r.num_preemptions.tolist() == [0, 0]
     # Admitting on the blocks of the prompt alone (vLLM) lets B in at once.
     eager = _run(
-        [0.0, 0.0], [4, 4], [4, 4], capacity="incremental", policy="prefill_first",
-        block_size=1, blocks=12,
+        [0.0, 0.0],
+        [4, 4],
+        [4, 4],
+        capacity="incremental",
+        policy="prefill_first",
+        block_size=1,
+        blocks=12,
     )
     assert eager.first_token_s.tolist() == [1.0, 1.0]
 
@@ -132,14 +142,19 @@ def test_new_token_ratio_retracts_the_decode_with_the_fewest_outputs_to_the_back
     # [12,13] A token 12: done at 13 (frees 13). t=13: B needs 13 + (12 - 11) + 1 = 15 < 25.
     # [13,14] B recomputes 13 tokens and emits token 12: done at 14.
     r = _run(
-        [0.0, 1.0], [2, 2], [12, 12], capacity="new_token_ratio", policy="prefill_first",
-        block_size=1, blocks=25,
+        [0.0, 1.0],
+        [2, 2],
+        [12, 12],
+        capacity="new_token_ratio",
+        policy="prefill_first",
+        block_size=1,
+        blocks=25,
     )
     assert r.first_token_s.tolist() == [1.0, 2.0]
     assert r.finish_s.tolist() == [13.0, 14.0]
     assert r.num_preemptions.tolist() == [0, 1]
     assert r.step_prefill_tokens.tolist() == [2, 2] + [0] * 11 + [13]
-    assert r.step_kv_blocks_used.tolist() == [2, 4] + list(range(6, 25, 2)) + [13, 13]
+    assert r.step_kv_blocks_used.tolist() == [2, 4, *range(6, 25, 2), 13, 13]
 
 
 def test_new_token_ratio_keeps_a_request_waiting_while_its_estimate_exceeds_the_room() -> None:
@@ -152,8 +167,13 @@ def test_new_token_ratio_keeps_a_request_waiting_while_its_estimate_exceeds_the_
     #      finishes at 12 (tokens 1..12 at 1..12).
     # t=12: room 20: [12,13] B prefill, token 1 at 13; tokens 2..8 at 14..20.
     r = _run(
-        [0.0, 2.0], [2, 6], [12, 8], capacity="new_token_ratio", policy="prefill_first",
-        block_size=1, blocks=20,
+        [0.0, 2.0],
+        [2, 6],
+        [12, 8],
+        capacity="new_token_ratio",
+        policy="prefill_first",
+        block_size=1,
+        blocks=20,
     )
     assert r.first_token_s.tolist() == [1.0, 13.0]
     assert r.finish_s.tolist() == [12.0, 20.0]
@@ -171,14 +191,24 @@ def test_retraction_takes_the_longest_prompt_among_the_fewest_outputs_not_the_ne
     #       the newest, B.
     # [12,13] B token 12: done at 13. t=13: A needs 15 + 1 + 1 = 17 < 27.
     # [13,14] A recomputes 15 tokens and emits token 12: done at 14.
-    kwargs = {"policy": "prefill_first", "block_size": 1, "blocks": 27}
-    sglang = _run([0.0, 1.0], [4, 2], [12, 12], capacity="new_token_ratio", **kwargs)
+    def run(capacity: CapacityPolicy) -> SimulationResult:
+        return _run(
+            [0.0, 1.0],
+            [4, 2],
+            [12, 12],
+            capacity=capacity,
+            policy="prefill_first",
+            block_size=1,
+            blocks=27,
+        )
+
+    sglang = run("new_token_ratio")
     assert sglang.first_token_s.tolist() == [1.0, 2.0]
     assert sglang.finish_s.tolist() == [14.0, 13.0]
     assert sglang.num_preemptions.tolist() == [1, 0]
     assert sglang.step_prefill_tokens.tolist() == [4, 2] + [0] * 11 + [15]
-    assert sglang.step_kv_blocks_used.tolist() == [4, 6] + list(range(8, 27, 2)) + [13, 15]
-    vllm = _run([0.0, 1.0], [4, 2], [12, 12], capacity="incremental", **kwargs)
+    assert sglang.step_kv_blocks_used.tolist() == [4, 6, *range(8, 27, 2), 13, 15]
+    vllm = run("incremental")
     assert vllm.finish_s.tolist() == [13.0, 14.0]
     assert vllm.num_preemptions.tolist() == [0, 1]
 

@@ -180,11 +180,7 @@ class BatchFormation(ABC):
             if tab.status[r] != ACTIVE or tab.owner[r] != me:
                 waiting.popleft()
                 continue
-            if (
-                self.token_ratio
-                and (nrun or adm)
-                and admission_estimate_tokens(state, r) >= room
-            ):
+            if self.token_ratio and (nrun or adm) and admission_estimate_tokens(state, r) >= room:
                 # (An idle replica admits on blocks alone, so a request whose estimate exceeds
                 # the whole pool cannot stall it.)
                 return True
