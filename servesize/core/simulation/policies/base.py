@@ -107,7 +107,9 @@ class BatchFormation(ABC):
         """Allocate in running order; on shortage preempt from the tail (vLLM ``running.pop()``,
         Sarathi ``running.pop(-1)``) until the allocation fits or the request preempted itself
         (:meth:`KVBlockPool.allocate_or_preempt`). Returns the survivors, their tokens and
-        whether anything was preempted.
+        whether anything was preempted. Under ``new_token_ratio`` SGLang's retraction picks the
+        victims instead (:func:`~.capacity.retract_decode`); vLLM's rule is the fallback when a
+        lone survivor still cannot grow.
 
         A request that preempts itself while nothing else runs, and whose whole sequence does
         not fit in the blocks left free, can never finish: the missing blocks are reserved for
@@ -145,7 +147,10 @@ class BatchFormation(ABC):
         return need, gate
 
     def try_admit(self, state: ReplicaState, r: int, t: float, left: int) -> int:
-        """Admit waiting request ``r`` with up to ``left`` tokens; 0 if it does not fit now."""
+        """Admit waiting request ``r`` with up to ``left`` tokens; 0 if it does not fit now.
+
+        Under ``guaranteed_no_evict`` it takes the blocks of its whole sequence
+        (:meth:`ReplicaState.blocks_for_whole`) and only if they are free."""
         tab = state.tab
         c = int(tab.computed_tokens[r])
         total = int(tab.num_tokens[r])
@@ -170,7 +175,7 @@ class BatchFormation(ABC):
         self, state: ReplicaState, t: float, left: int, nrun: int, adm: list[int], adm_n: list[int]
     ) -> bool:
         """FCFS admission into ``adm``/``adm_n``; returns True when it stopped at a head that
-        does not fit."""
+        does not fit (under ``new_token_ratio`` also SGLang's token estimate, :mod:`.capacity`)."""
         tab = state.tab
         waiting = state.waiting
         me = state.index
