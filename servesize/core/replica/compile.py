@@ -224,14 +224,18 @@ def scheduler_config(
     ``max_num_seqs · dp`` and ``kv_blocks · dp``. The policy is ``policy`` when given, else the
     engine's own scheduler (:func:`~servesize.core.simulation.engine_scheduler`); with
     ``chunked_prefill`` a whole-prompt scheduler (``no_chunking``) becomes ``vllm_v1``
-    (TensorRT-LLM's ``enable_chunked_prefill: true``).
+    (TensorRT-LLM's ``enable_chunked_prefill: true``). KV admission and eviction are the
+    engine's (:func:`capacity_policy`, TensorRT-LLM's ``capacity_scheduler_policy`` as resolved).
 
     >>> from types import SimpleNamespace as NS
     >>> plan = NS(deployment=NS(data_parallel_size=2, max_num_seqs=None,
-    ...           max_num_batched_tokens=8192, engine="trtllm"), kv_blocks=1000, kv_block_size=32)
+    ...           max_num_batched_tokens=8192, engine="trtllm",
+    ...           capacity_scheduler_policy="max_utilization"), kv_blocks=1000, kv_block_size=32)
     >>> config, source, warnings = scheduler_config(plan, chunked_prefill=True)
     >>> config.max_num_batched_tokens, config.max_num_seqs, config.num_kv_blocks, config.policy
     (16384, 2000, 2000, 'vllm_v1')
+    >>> config.capacity_policy
+    'max_utilization'
     >>> source
     'chunked_prefill'
     """
