@@ -71,23 +71,33 @@ def engine_capacity_policy(engine: str) -> CapacityPolicy:
 
 
 def whole_prompt_overflow(
-    policy: SchedulingPolicy, prompt_tokens: np.ndarray, output_tokens: np.ndarray, budget: int
+    policy: SchedulingPolicy,
+    prompt_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+    budget: int,
+    capacity: CapacityPolicy = "incremental",
 ) -> int:
     """Under ``no_chunking``, the tokens of the longest request when they exceed ``budget``
     (an engine refuses such a request), else 0. A request counts its prompt and all but its
-    last output token: a request preempted late recomputes them all in one step.
+    last output token: a request preempted late recomputes them all in one step; under
+    ``guaranteed_no_evict``, which never preempts, only its prompt.
 
     >>> prompt, output = np.array([100, 8000]), np.array([500, 50])
     >>> whole_prompt_overflow("no_chunking", prompt, output, 8192)
     0
     >>> whole_prompt_overflow("no_chunking", prompt, output, 8000)
     8049
+    >>> whole_prompt_overflow("no_chunking", prompt, output, 8000, "guaranteed_no_evict")
+    0
     >>> whole_prompt_overflow("vllm_v1", prompt, output, 8000)
     0
     """
     if policy != "no_chunking" or prompt_tokens.size == 0:
         return 0
-    longest = int(np.max(prompt_tokens + output_tokens - 1))
+    if capacity == "guaranteed_no_evict":
+        longest = int(np.max(prompt_tokens))
+    else:
+        longest = int(np.max(prompt_tokens + output_tokens - 1))
     return longest if longest > budget else 0
 
 

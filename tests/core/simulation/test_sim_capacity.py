@@ -13,11 +13,13 @@ import pytest
 from servesize.core.simulation import (
     CapacityPolicy,
     ConstantStepTime,
+    RequestStatus,
     SchedulerConfig,
     SchedulingPolicy,
     SimulationResult,
     engine_capacity_policy,
     simulate,
+    whole_prompt_overflow,
 )
 from servesize.core.traffic import trace_workload
 
@@ -225,3 +227,31 @@ def test_engine_capacity_policies_and_validation() -> None:
             num_kv_blocks=8,
             capacity_policy="no_evict",  # type: ignore[arg-type]
         )
+
+
+def test_without_preemption_only_the_prompt_must_fit_one_step() -> None:
+    # Budget 6 without chunking, bs = 2, 8 blocks. A: P=4, O=6 (holds up to 9 tokens, 5 blocks).
+    # incremental: a preempted request would recompute 4 + 5 = 9 > 6 tokens in one step, so it
+    #   is refused on arrival.
+    # guaranteed_no_evict: never preempted, only the 4-token prompt is computed at once:
+    #   [0,1] prefill, token 1 at 1; tokens 2..6 at 2..6.
+    workload = trace_workload(
+        arrival_s=np.array([0.0]), prompt_tokens=np.array([4]), output_tokens=np.array([6])
+    )
+    for capacity, finish in (("incremental", None), ("guaranteed_no_evict", 6.0)):
+        config = SchedulerConfig(
+            max_num_batched_tokens=6,
+            max_num_seqs=4,
+            block_size_tokens=2,
+            num_kv_blocks=8,
+            policy="no_chunking",
+            capacity_policy=capacity,  # type: ignore[arg-type]
+        )
+        r = simulate(workload, config, ConstantStepTime(1.0))
+        if finish is None:
+            assert r.status.tolist() == [int(RequestStatus.REJECTED)]
+        else:
+            assert r.finish_s.tolist() == [finish]
+    prompt, output = np.array([4]), np.array([6])
+    assert whole_prompt_overflow("no_chunking", prompt, output, 6) == 9
+    assert whole_prompt_overflow("no_chunking", prompt, output, 6, "guaranteed_no_evict") == 0
