@@ -54,6 +54,9 @@ class BatchFormation(ABC):
         self.capacity = config.capacity_policy
         self.reserve_whole = config.capacity_policy == "guaranteed_no_evict"
         self.token_ratio = config.capacity_policy == "new_token_ratio"
+        self.estimate_refused = False
+        """Whether the last :meth:`admit` stopped at SGLang's token estimate: the room grows as
+        the ratio decays and outputs shrink, so the step is no decode run's start."""
 
     @classmethod
     def on_decode_replica(cls) -> type[BatchFormation]:
@@ -180,6 +183,7 @@ class BatchFormation(ABC):
         waiting = state.waiting
         me = state.index
         room = admission_room_tokens(state) if self.token_ratio else 0.0
+        self.estimate_refused = False
         while state.n_waiting and left > 0 and nrun + len(adm) < self.max_seqs:
             r = waiting[0]
             if tab.status[r] != ACTIVE or tab.owner[r] != me:
@@ -188,6 +192,7 @@ class BatchFormation(ABC):
             if self.token_ratio and (nrun or adm) and admission_estimate_tokens(state, r) >= room:
                 # (An idle replica admits on blocks alone, so a request whose estimate exceeds
                 # the whole pool cannot stall it.)
+                self.estimate_refused = True
                 return True
             tokens = self.try_admit(state, r, t, left)
             if tokens == 0:

@@ -45,6 +45,7 @@ class VllmV1(BatchFormation):
     admits_after_preemption: ClassVar[bool] = False
 
     def decide(self, state: ReplicaState, t: float) -> StepPlan | None:
+        self.estimate_refused = False
         tab = state.tab
         comp = tab.computed_tokens
         run = state.running
@@ -113,7 +114,7 @@ class VllmV1(BatchFormation):
             ids,
             tokens,
             c_before,
-            pure_decode=not preempted and not adm and whole_batch,
+            pure_decode=not preempted and not adm and whole_batch and not self.estimate_refused,
             blocked=blocked,
             preempted=preempted,
         )
