@@ -174,11 +174,12 @@ def test_skipping_matches_stepping_under_kv_pressure_for_every_capacity_policy()
     # The same pressure under TensorRT-LLM's and SGLang's admission: no preemption under
     # guaranteed_no_evict, SGLang's ratio decaying through skipped decode runs.
     w = _moderate_workload(5, size=600)
-    for capacity, policy in (
+    cases: list[tuple[CapacityPolicy, SchedulingPolicy]] = [
         ("guaranteed_no_evict", "no_chunking"),
         ("new_token_ratio", "prefill_first"),
         ("new_token_ratio", "vllm_v1"),
-    ):
+    ]
+    for capacity, policy in cases:
         config = replace(_CONFIG, num_kv_blocks=100, capacity_policy=capacity, policy=policy)
         skipped = simulate(w, config, _MODEL, skip_decode_runs=True)
         stepped = simulate(w, config, _MODEL, skip_decode_runs=False)
