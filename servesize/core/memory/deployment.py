@@ -465,7 +465,11 @@ def _engine_sizes(
         seqs = dep.max_num_seqs
         if seqs is None:
             seqs = 2048
-            default("max_num_seqs", 2048, "TensorRT-LLM max_batch_size (unverified)")
+            default(
+                "max_num_seqs",
+                2048,
+                "TensorRT-LLM max_batch_size (tensorrt_llm/llmapi/llm_args.py: BaseLlmArgs)",
+            )
         block = dep.block_size
         if block is None:
             block = 32
