@@ -14,6 +14,8 @@ benchmark ran (:mod:`servesize.calibration.simulated`) and prints per-engine MAP
 steady-state estimate, simulator without calibration, with the mean-field constants and with the
 simulator's own constants, then the worst rows, the rows of catalogue models outside the
 calibration set (out of sample) and the errors over every replayable row together (minutes).
+It ends with the rows under KV pressure (``clients · (ISL + OSL)`` above the KV cache), under
+each engine's capacity policy and the alternatives (:func:`simulated_kv_pressure`).
 ``--simulate --holdout`` refits the
 simulator constants leaving one model out and prints the errors on the model left out (rows
 that record their client count only).
@@ -74,10 +76,15 @@ from servesize.calibration.holdout import (
     summarize,
     write_residuals,
 )
-from servesize.calibration.simulated import benchmark_client, replayable, simulate_cases
+from servesize.calibration.simulated import (
+    benchmark_client,
+    client_concurrency,
+    replayable,
+    simulate_cases,
+)
 from servesize.catalog import ModelCatalog
 from servesize.core.architecture import Architecture
-from servesize.core.simulation import SchedulerConfig
+from servesize.core.simulation import CapacityPolicy, SchedulerConfig
 from servesize.core.steptime import ENGINE_PROFILES, EngineProfile, StepTimeModel
 from servesize.core.steptime.communication import DEFAULT_COLLECTIVE_CONSTANTS
 from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
@@ -363,6 +370,88 @@ def _vllm_default_budget(
     )
 
 
+def _kv_pressure_cases() -> tuple[list[ServingCase], dict[Group, tuple[StepTimeModel, float]]]:
+    """Replayable rows of every catalogue model whose ``clients · (ISL + OSL)`` exceeds the KV
+    cache: the rows where admission and eviction decide TTFT (most are outside the steady-state
+    rows the tables above use)."""
+    archs = architectures()
+    gpu = reference_gpu("H100 SXM")
+    cases, _ = resolve_cases(load_serving_measurements(), archs, gpu)
+    compiled = compile_models(cases, archs, gpu, measured=load_measured_profile())
+    rows = []
+    for case in cases:
+        clients = client_concurrency(case)
+        if clients is None:
+            continue
+        row = case.row
+        if clients * (row.input_tokens + row.output_tokens) > compiled[case.group][1]:
+            rows.append(case)
+    return rows, compiled
+
+
+def simulated_kv_pressure() -> None:
+    """Closed-loop rows under KV pressure through the simulator: each engine's own capacity
+    policy (``SchedulerConfig.capacity_policy``), vLLM-style incremental admission everywhere
+    (what the simulator did before), and for TensorRT-LLM ``max_utilization`` and a KV cache of
+    twice the estimate (FP8 instead of bf16 KV). Per row, predicted / measured TTFT."""
+    cases, compiled = _kv_pressure_cases()
+    if not cases:
+        return
+    ttft = np.array([c.row.ttft_s for c in cases])
+    tpot = np.array([c.row.tpot_s for c in cases])
+
+    def variant(
+        capacity: CapacityPolicy | None, kv_scale: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        def configure(case: ServingCase, config: SchedulerConfig) -> SchedulerConfig:
+            if capacity is not None and (
+                capacity != "max_utilization" or case.row.engine == "trtllm"
+            ):
+                config = replace(config, capacity_policy=capacity)
+            if kv_scale != 1 and case.row.engine == "trtllm":
+                config = replace(config, num_kv_blocks=config.num_kv_blocks * kv_scale)
+            return config
+
+        return simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES, configure=configure)
+
+    variants = {
+        "engine's capacity policy": variant(None),
+        "incremental (vLLM) everywhere": variant("incremental"),
+        "trtllm max_utilization": variant("max_utilization"),
+        "engine's, trtllm KV x2 (FP8)": variant(None, kv_scale=2),
+    }
+    engines = sorted({c.row.engine for c in cases})
+    print(
+        "\nRows under KV pressure (clients x (ISL + OSL) > KV cache), every catalogue model:"
+        " TTFT / TPOT MAPE %, worst TTFT ratio, rows above 5x"
+    )
+    print(f"  {'variant':<32}" + "".join(f"{e:>34}" for e in engines))
+    for name, (pred_ttft, pred_tpot) in variants.items():
+        cells = []
+        for engine in engines:
+            mask = np.array([c.row.engine == engine for c in cases])
+            ratio = pred_ttft[mask] / ttft[mask]
+            t = float(_ape(pred_ttft[mask], ttft[mask]).mean())
+            p = float(_ape(pred_tpot[mask], tpot[mask]).mean())
+            cells.append(
+                f"({int(mask.sum())}) {t:6.1f} / {p:4.1f} {ratio.max():5.2f}x"
+                f" {int((ratio > 5).sum()):>2}"
+            )
+        print(f"  {name:<32}" + "".join(f"{cell:>34}" for cell in cells))
+    own, before = (
+        variants["engine's capacity policy"][0],
+        variants["incremental (vLLM) everywhere"][0],
+    )
+    print("  per row: measured TTFT ms, predicted / measured (engine's policy, incremental)")
+    for i, c in enumerate(cases):
+        r = c.row
+        print(
+            f"    {r.engine:<7} {c.model_id:<26} TP{c.tensor_parallel_size}"
+            f" {r.input_tokens}/{r.output_tokens} C{r.concurrency}: {1e3 * r.ttft_s:8.0f}"
+            f"  {own[i] / ttft[i]:5.2f}x  {before[i] / ttft[i]:5.2f}x"
+        )
+
+
 def print_pooled(*parts: Errors) -> None:
     """MAPE per engine over every replayable row of the catalogue's models (calibration rows
     and out-of-sample rows together), through the simulator and of the steady-state estimate:
@@ -554,6 +643,7 @@ def main() -> None:
         simulated_holdout(args.sim_evaluations, args.stride)
     elif args.simulate:
         print_pooled(simulated(), simulated_out_of_sample())
+        simulated_kv_pressure()
     elif args.holdout:
         holdout(args.evaluations)
     elif args.fit:

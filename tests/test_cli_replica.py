@@ -45,4 +45,9 @@ def test_the_whole_prompt_refusal_is_the_cores_message() -> None:
     long = ["--input-tokens", "10000", "--max-model-len", "16384", "--rate", "0.5"]
     refused = runner.invoke(app, ["simulate", *BASE, *long, "--engine", "trtllm"])
     assert refused.exit_code == 2
-    assert "requests reach 10255 tokens and the budget is 8192 per rank" in refused.output
+    assert "requests reach 10000 tokens and the budget is 8192 per rank" in refused.output
+    # MAX_UTILIZATION recomputes 10,000 + 256 − 1 tokens after a late pause.
+    paused = ["--capacity-scheduler-policy", "max_utilization"]
+    evicting = runner.invoke(app, ["simulate", *BASE, *long, "--engine", "trtllm", *paused])
+    assert evicting.exit_code == 2
+    assert "requests reach 10255 tokens" in evicting.output

@@ -104,6 +104,7 @@ def _scheduler_out(run: SimulationRun) -> SchedulerConfigOut:
         kv_block_size=scheduler.block_size_tokens,
         kv_blocks=scheduler.num_kv_blocks,
         engine_replicas=run.replicas,
+        capacity_policy=scheduler.capacity_policy,
     )
 
 

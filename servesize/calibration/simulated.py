@@ -88,7 +88,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from servesize.calibration.cases import Group, ServingCase
-from servesize.core.simulation import ClientOverheads, SchedulerConfig, simulate
+from servesize.core.simulation import (
+    ClientOverheads,
+    SchedulerConfig,
+    engine_capacity_policy,
+    simulate,
+)
 from servesize.core.simulation.adapters import steptime_adapter
 from servesize.core.simulation.config import SchedulingPolicy
 from servesize.core.steptime import EngineProfile, StepTimeModel
@@ -270,6 +275,7 @@ def replay_scheduler(
         num_kv_blocks=max(int(kv_tokens) // BLOCK_SIZE_TOKENS, 1),
         policy=policy,
         output_delay_steps=1 if client.overlap_scheduler and trtllm else 0,
+        capacity_policy=engine_capacity_policy(row.engine),
     )
 
 

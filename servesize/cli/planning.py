@@ -155,7 +155,7 @@ def scheduler_line(scheduler: SchedulerConfig) -> str:
     return (
         f"scheduler {scheduler.policy}: max_num_batched_tokens {scheduler.max_num_batched_tokens}, "
         f"max_num_seqs {scheduler.max_num_seqs}, {scheduler.num_kv_blocks} KV blocks of "
-        f"{scheduler.block_size_tokens} tokens"
+        f"{scheduler.block_size_tokens} tokens, KV capacity {scheduler.capacity_policy}"
     )
 
 
@@ -167,6 +167,13 @@ ExpertParallel = Annotated[
 Budget = Annotated[
     int | None,
     typer.Option(min=1, help="max_num_batched_tokens per rank (default: the engine's)."),
+]
+CapacitySchedulerPolicy = Annotated[
+    str | None,
+    typer.Option(
+        help="TensorRT-LLM capacity_scheduler_policy: guaranteed_no_evict (default) or "
+        "max_utilization."
+    ),
 ]
 
 
@@ -183,6 +190,7 @@ def perf(
     engine: Annotated[str, typer.Option(help="vllm, sglang or trtllm")] = "vllm",
     max_model_len: Annotated[int | None, typer.Option()] = None,
     max_num_batched_tokens: Budget = None,
+    capacity_scheduler_policy: CapacitySchedulerPolicy = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
 ) -> None:
     """Step times and the closed-loop steady state (TTFT, TPOT, throughput)."""
@@ -193,6 +201,7 @@ def perf(
         engine=engine,
         max_model_len=max_model_len,
         max_num_batched_tokens=max_num_batched_tokens,
+        capacity_scheduler_policy=capacity_scheduler_policy,
     )
     replica = compile_or_exit(model, gpu, deployment)
     est = closed_loop(
@@ -332,6 +341,7 @@ def simulate(
     engine_name: Annotated[
         str, typer.Option("--engine", help="vllm, sglang or trtllm (its own scheduler)")
     ] = "vllm",
+    capacity_scheduler_policy: CapacitySchedulerPolicy = None,
     trace: Annotated[
         Path | None,
         typer.Option(
@@ -358,6 +368,7 @@ def simulate(
         enable_expert_parallel=expert_parallel,
         max_model_len=max_model_len,
         max_num_batched_tokens=max_num_batched_tokens,
+        capacity_scheduler_policy=capacity_scheduler_policy,
     )
     replica = compile_or_exit(model, gpu, deployment)
     workload = _workload(

@@ -90,6 +90,14 @@ class DeploymentIn(RequestModel):
     """Engine version whose defaults, profile run and KV accounting apply (vLLM 0.6.0 and
     later: V0 before 0.8.0, the hybrid KV manager from 0.10, CUDA graphs charged from 0.21).
     Null: the newest modelled (vLLM 0.21.0, SGLang 0.5.0, TensorRT-LLM 1.0.0)."""
+    capacity_scheduler_policy: str | None = Field(
+        default=None, max_length=32, examples=["guaranteed_no_evict", "max_utilization"]
+    )
+    """TensorRT-LLM only (``scheduler_config.capacity_scheduler_policy``):
+    ``guaranteed_no_evict`` admits a request only when the KV blocks of its whole prompt and
+    output are free and never evicts; ``max_utilization`` admits on the blocks of the next step
+    and pauses the newest requests (recomputed later) when the cache runs out. Null: the
+    engine's default, ``guaranteed_no_evict``. Refused (422) for vLLM and SGLang."""
 
 
 class MemoryRequest(RequestModel):

@@ -477,6 +477,10 @@ class SchedulerConfigOut(ResponseModel):
     kv_block_size: int = Field(examples=[16])
     kv_blocks: int = Field(examples=[29_000])
     engine_replicas: int = Field(examples=[1])
+    capacity_policy: str = Field(default="incremental", examples=["guaranteed_no_evict"])
+    """KV admission and eviction: ``incremental`` (vLLM), ``guaranteed_no_evict`` or
+    ``max_utilization`` (TensorRT-LLM's ``capacity_scheduler_policy``), ``new_token_ratio``
+    (SGLang)."""
 
 
 class OverheadsOut(ResponseModel):

@@ -283,23 +283,23 @@ def test_a_given_policy_overrides_the_engines_scheduler(client: TestClient) -> N
 
 
 def test_prompts_longer_than_the_budget_without_chunking_are_a_422(client: TestClient) -> None:
-    # TensorRT-LLM's default scheduler runs prompts whole: a 10,000-token prompt with 64
-    # output tokens (10,063 tokens to recompute after a late preemption) cannot fit the
-    # 8192-token budget, so the engine would refuse every request.
+    # TensorRT-LLM's default scheduler runs prompts whole: a 10,000-token prompt cannot fit the
+    # 8192-token budget, so the engine would refuse every request (GUARANTEED_NO_EVICT never
+    # preempts, so the prompt alone counts).
     traffic = open_loop(0.5, 30, input_tokens=10_000, warmup_requests=0)
     deployment = {"engine": "trtllm", "max_model_len": 16384}
     response = sim(client, deployment=deployment, traffic=traffic)
     assert response.status_code == 422, response.text
     problem = response.json()
     assert problem["errors"][0]["pointer"] == "/deployment/max_num_batched_tokens"
-    assert "10063" in problem["detail"]
+    assert "10000 tokens" in problem["detail"]
     assert "8192" in problem["detail"]
     chunked = sim(client, deployment=deployment, traffic=traffic, policy="vllm_v1")
     assert chunked.status_code == 200, chunked.text
     assert chunked.json()["completed"] > 0
     bigger = sim(
         client,
-        deployment=deployment | {"max_num_batched_tokens": 10_063},
+        deployment=deployment | {"max_num_batched_tokens": 10_000},
         traffic=traffic,
     )
     assert bigger.status_code == 200, bigger.text
@@ -308,12 +308,16 @@ def test_prompts_longer_than_the_budget_without_chunking_are_a_422(client: TestC
 
 
 def test_the_whole_prompt_limit_counts_the_output_and_is_per_rank(client: TestClient) -> None:
-    # 8000 + 500 − 1 = 8499 tokens exceed 8192 although the prompt alone fits.
+    # Under MAX_UTILIZATION a request paused late recomputes 8000 + 500 − 1 = 8499 tokens in
+    # one step: over 8192 although the prompt alone fits. GUARANTEED_NO_EVICT never pauses.
     long_output = open_loop(0.5, 30, input_tokens=8000, output_tokens=500, warmup_requests=0)
     deployment = {"engine": "trtllm", "max_model_len": 16384}
-    response = sim(client, deployment=deployment, traffic=long_output)
+    evicting = deployment | {"capacity_scheduler_policy": "max_utilization"}
+    response = sim(client, deployment=evicting, traffic=long_output)
     assert response.status_code == 422, response.text
     assert "8499" in response.json()["detail"]
+    no_evict = sim(client, deployment=deployment, traffic=long_output)
+    assert no_evict.status_code == 200, no_evict.text
     # Two data-parallel ranks pool 16384 tokens in the simulated engine, but each rank still
     # has 8192: 10,063-token requests are refused.
     traffic = open_loop(0.5, 30, input_tokens=10_000, warmup_requests=0)

@@ -37,6 +37,7 @@ from servesize.core.hardware.spec import HardwareSpec
 from servesize.core.memory.constants import DEFAULT_CONSTANTS, MemoryConstants
 from servesize.core.memory.engine_defaults import (
     ENGINES,
+    TRTLLM_CAPACITY_SCHEDULER_POLICIES,
     VLLM_OLDEST_VERSION,
     VLLM_V1_VERSION,
     parse_version,
@@ -75,6 +76,8 @@ class Deployment:
     is ``chunked_prefill_size``, ``max_num_seqs`` is ``max_running_requests`` and
     ``block_size`` is ``page_size``. For TensorRT-LLM they are ``free_gpu_memory_fraction``,
     ``max_num_tokens``, ``max_batch_size`` and ``tokens_per_block``.
+    ``capacity_scheduler_policy`` is TensorRT-LLM's only (``guaranteed_no_evict`` or
+    ``max_utilization``; None: ``guaranteed_no_evict``).
     """
 
     tensor_parallel_size: int = 1
@@ -92,6 +95,7 @@ class Deployment:
     enforce_eager: bool = False
     engine: str = "vllm"
     engine_version: str | None = None
+    capacity_scheduler_policy: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +135,8 @@ class ResolvedDeployment:
     enforce_eager: bool
     cuda_graph_max_bs: int | None = None
     """SGLang only."""
+    capacity_scheduler_policy: str | None = None
+    """TensorRT-LLM only: ``guaranteed_no_evict`` (its default) or ``max_utilization``."""
     defaults: tuple[AppliedDefault, ...] = ()
 
 
@@ -224,6 +230,36 @@ def _check_parallelism(
             _issue(issues, "pipeline_parallel_size", problem)
 
 
+def _capacity_scheduler_policy(
+    dep: Deployment, issues: list[FieldIssue], default: _Default
+) -> str | None:
+    """TensorRT-LLM's capacity scheduler policy (its default when unset); None for the others,
+    which refuse one."""
+    value = dep.capacity_scheduler_policy
+    if dep.engine != "trtllm":
+        if value is not None:
+            _issue(
+                issues,
+                "capacity_scheduler_policy",
+                f"{dep.engine} has no capacity scheduler policy (a TensorRT-LLM setting); "
+                "leave it unset",
+            )
+        return None
+    allowed = TRTLLM_CAPACITY_SCHEDULER_POLICIES
+    if value is None:
+        default("capacity_scheduler_policy", allowed[0], "TensorRT-LLM default")
+        return allowed[0]
+    key = value.strip().lower()
+    if key not in allowed:
+        _issue(
+            issues,
+            "capacity_scheduler_policy",
+            f"{value!r} is not one of {', '.join(allowed)}",
+        )
+        return allowed[0]
+    return key
+
+
 def _version(dep: Deployment, issues: list[FieldIssue]) -> tuple[str, tuple[int, int, int]]:
     engine = dep.engine if dep.engine in ENGINES else "vllm"
     text = dep.engine_version or DEFAULT_ENGINE_VERSIONS[engine]
@@ -289,6 +325,7 @@ def resolve_deployment(
             "gpu_memory_utilization",
             f"must be in (0, 1], got {dep.gpu_memory_utilization}",
         )
+    capacity = _capacity_scheduler_policy(dep, issues, default)
     _check_parallelism(arch, dep, hardware, issues)
     version_text, version = _version(dep, issues)
     if dep.engine_version is None:
@@ -349,6 +386,7 @@ def resolve_deployment(
         block_size=block,
         enforce_eager=dep.enforce_eager,
         cuda_graph_max_bs=graph_bs,
+        capacity_scheduler_policy=capacity,
         defaults=tuple(applied),
     )
 
@@ -438,7 +476,11 @@ def _engine_sizes(
         seqs = dep.max_num_seqs
         if seqs is None:
             seqs = 2048
-            default("max_num_seqs", 2048, "TensorRT-LLM max_batch_size (unverified)")
+            default(
+                "max_num_seqs",
+                2048,
+                "TensorRT-LLM max_batch_size (tensorrt_llm/llmapi/llm_args.py: BaseLlmArgs)",
+            )
         block = dep.block_size
         if block is None:
             block = 32

@@ -38,6 +38,7 @@ from servesize.core.memory.units import GIB
 
 __all__ = [
     "ENGINES",
+    "TRTLLM_CAPACITY_SCHEDULER_POLICIES",
     "VLLM_CUDA_GRAPH_ESTIMATE_VERSION",
     "VLLM_DEVICE_BATCH_DEFAULTS_VERSION",
     "VLLM_HYBRID_KV_VERSION",
@@ -55,6 +56,11 @@ __all__ = [
 ]
 
 ENGINES = ("vllm", "sglang", "trtllm")
+
+TRTLLM_CAPACITY_SCHEDULER_POLICIES = ("guaranteed_no_evict", "max_utilization")
+"""TensorRT-LLM's ``SchedulerConfig.capacity_scheduler_policy`` values that are modelled, the
+default first (``CapacitySchedulerPolicy.GUARANTEED_NO_EVICT`` in ``tensorrt_llm/llmapi/
+llm_args.py``; ``STATIC_BATCH`` is not). vLLM and SGLang have no such knob."""
 
 VLLM_CUDA_GRAPH_ESTIMATE_VERSION = (0, 21)
 """From this vLLM release the profiler estimates CUDA-graph memory and subtracts it from the

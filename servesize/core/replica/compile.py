@@ -16,7 +16,14 @@ from servesize.core.errors import InsufficientMemoryError
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment, MemoryPlan, ResolvedDeployment, plan_memory
 from servesize.core.replica.errors import MissingInterconnectBandwidthError
-from servesize.core.simulation import KVTransfer, SchedulerConfig, SchedulingPolicy
+from servesize.core.simulation import (
+    TRTLLM_CAPACITY_POLICIES,
+    CapacityPolicy,
+    KVTransfer,
+    SchedulerConfig,
+    SchedulingPolicy,
+    engine_capacity_policy,
+)
 from servesize.core.simulation import engine_scheduler as _engine_scheduler
 from servesize.core.steptime import (
     EngineProfile,
@@ -31,6 +38,7 @@ __all__ = [
     "PolicySource",
     "Replica",
     "StepModelCache",
+    "capacity_policy",
     "compile_replica",
     "kv_transfer",
     "replica_from_plan",
@@ -216,14 +224,18 @@ def scheduler_config(
     ``max_num_seqs · dp`` and ``kv_blocks · dp``. The policy is ``policy`` when given, else the
     engine's own scheduler (:func:`~servesize.core.simulation.engine_scheduler`); with
     ``chunked_prefill`` a whole-prompt scheduler (``no_chunking``) becomes ``vllm_v1``
-    (TensorRT-LLM's ``enable_chunked_prefill: true``).
+    (TensorRT-LLM's ``enable_chunked_prefill: true``). KV admission and eviction are the
+    engine's (:func:`capacity_policy`, TensorRT-LLM's ``capacity_scheduler_policy`` as resolved).
 
     >>> from types import SimpleNamespace as NS
     >>> plan = NS(deployment=NS(data_parallel_size=2, max_num_seqs=None,
-    ...           max_num_batched_tokens=8192, engine="trtllm"), kv_blocks=1000, kv_block_size=32)
+    ...           max_num_batched_tokens=8192, engine="trtllm",
+    ...           capacity_scheduler_policy="max_utilization"), kv_blocks=1000, kv_block_size=32)
     >>> config, source, warnings = scheduler_config(plan, chunked_prefill=True)
     >>> config.max_num_batched_tokens, config.max_num_seqs, config.num_kv_blocks, config.policy
     (16384, 2000, 2000, 'vllm_v1')
+    >>> config.capacity_policy
+    'max_utilization'
     >>> source
     'chunked_prefill'
     """
@@ -247,8 +259,24 @@ def scheduler_config(
         block_size_tokens=memory.kv_block_size,
         num_kv_blocks=max(memory.kv_blocks, 1) * dp,
         policy=chosen,
+        capacity_policy=capacity_policy(res.engine, res.capacity_scheduler_policy),
     )
     return config, source, warnings
+
+
+def capacity_policy(engine: str, capacity_scheduler_policy: str | None) -> CapacityPolicy:
+    """The simulated KV admission and eviction of an engine: TensorRT-LLM's
+    ``capacity_scheduler_policy`` as resolved, else the engine's own
+    (:func:`~servesize.core.simulation.engine_capacity_policy`).
+
+    >>> capacity_policy("trtllm", "max_utilization"), capacity_policy("trtllm", None)
+    ('max_utilization', 'guaranteed_no_evict')
+    >>> capacity_policy("sglang", None), capacity_policy("vllm", None)
+    ('new_token_ratio', 'incremental')
+    """
+    if engine == "trtllm" and capacity_scheduler_policy in TRTLLM_CAPACITY_POLICIES:
+        return TRTLLM_CAPACITY_POLICIES[TRTLLM_CAPACITY_POLICIES.index(capacity_scheduler_policy)]
+    return engine_capacity_policy(engine)
 
 
 def kv_transfer(

@@ -80,8 +80,8 @@ class WholePromptOverflowError(ReplicaError):
 
     The engine refuses such a request (TensorRT-LLM's default), so every one of them would be
     rejected. ``longest_tokens`` counts the prompt and all but the last output token: a request
-    preempted late recomputes them in one step
-    (:func:`~servesize.core.simulation.whole_prompt_overflow`).
+    preempted late recomputes them in one step; under ``guaranteed_no_evict``, which never
+    preempts, the prompt alone (:func:`~servesize.core.simulation.whole_prompt_overflow`).
     """
 
     def __init__(self, longest_tokens: int, rank_budget_tokens: int, *, explicit: bool) -> None:

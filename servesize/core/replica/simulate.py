@@ -101,7 +101,9 @@ def check_workload(replica: Replica, workload: Workload) -> None:
     if steps > MAX_PREFILL_STEPS:
         raise SimulationTooLargeError(steps, scheduler.max_num_batched_tokens, MAX_PREFILL_STEPS)
     budget = replica.rank_budget_tokens
-    longest = whole_prompt_overflow(scheduler.policy, prompt, output, budget)
+    longest = whole_prompt_overflow(
+        scheduler.policy, prompt, output, budget, scheduler.capacity_policy
+    )
     if longest:
         raise WholePromptOverflowError(longest, budget, explicit=replica.policy_source == "request")
 

@@ -23,11 +23,14 @@ stability verdict, following docs/modeling.md §4.
 """
 
 from servesize.core.simulation.config import (
+    TRTLLM_CAPACITY_POLICIES,
+    CapacityPolicy,
     ClientOverheads,
     KVTransfer,
     Routing,
     SchedulerConfig,
     SchedulingPolicy,
+    engine_capacity_policy,
     engine_scheduler,
     whole_prompt_overflow,
 )
@@ -48,6 +51,8 @@ from servesize.core.simulation.steptime import ConstantStepTime, LinearStepTime,
 
 __all__ = [
     "SLO",
+    "TRTLLM_CAPACITY_POLICIES",
+    "CapacityPolicy",
     "ClientOverheads",
     "ConstantStepTime",
     "KVTransfer",
@@ -61,6 +66,7 @@ __all__ = [
     "SimulationSummary",
     "StepTimeModel",
     "TimeSeries",
+    "engine_capacity_policy",
     "engine_scheduler",
     "percentile",
     "simulate",

@@ -10,6 +10,17 @@ from typing import Literal, get_args
 import numpy as np
 
 SchedulingPolicy = Literal["vllm_v1", "sarathi", "no_chunking", "prefill_first"]
+CapacityPolicy = Literal["incremental", "guaranteed_no_evict", "max_utilization", "new_token_ratio"]
+"""How a replica admits requests against its KV pool and frees blocks when it runs out
+(:mod:`servesize.core.simulation.policies.capacity`): ``incremental`` (vLLM v1: blocks for the
+tokens scheduled now, preemption of the newest running request by recompute),
+``guaranteed_no_evict`` (TensorRT-LLM's default: a request is admitted only if the blocks of its
+whole prompt + output are free after every running request's remaining growth; nothing is
+evicted), ``max_utilization`` (TensorRT-LLM: blocks for the next step only; the most recently
+started request is paused, its KV freed and its tokens recomputed on resumption),
+``new_token_ratio`` (SGLang: a request is admitted if its prompt + output fit beside the running
+requests' remaining outputs scaled by an adaptive ratio; on a decode shortage the decodes with
+the fewest outputs are retracted to the back of the queue and recomputed)."""
 Routing = Literal["round_robin", "random", "least_loaded"]
 
 ENGINE_SCHEDULERS: dict[str, SchedulingPolicy] = {
@@ -22,24 +33,71 @@ running requests; SGLang runs prefill-only steps first unless ``--enable-mixed-c
 TensorRT-LLM's PyTorch flow has ``enable_chunked_prefill = False``."""
 
 
+ENGINE_CAPACITY_POLICIES: dict[str, CapacityPolicy] = {
+    "vllm": "incremental",
+    "sglang": "new_token_ratio",
+    "trtllm": "guaranteed_no_evict",
+}
+"""Each engine's KV admission and eviction at its defaults (TensorRT-LLM's
+``CapacitySchedulerPolicy.GUARANTEED_NO_EVICT``)."""
+
+SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
+"""``global_config.default_init_new_token_ratio`` (``SGLANG_INIT_NEW_TOKEN_RATIO``) times
+``schedule_conservativeness`` 1.0: the share of the running requests' remaining output that
+admission keeps free, at start (sgl-project/sglang v0.5.1.post1,
+``python/sglang/srt/managers/scheduler.py: Scheduler.__init__``)."""
+SGLANG_MIN_NEW_TOKEN_RATIO = SGLANG_INIT_NEW_TOKEN_RATIO * 0.14
+"""``init_new_token_ratio · default_min_new_token_ratio_factor`` (0.14): the floor it decays to."""
+SGLANG_NEW_TOKEN_RATIO_DECAY = (SGLANG_INIT_NEW_TOKEN_RATIO - SGLANG_MIN_NEW_TOKEN_RATIO) / 600
+"""``(init - min) / default_new_token_ratio_decay_steps`` (600): decay per decode step."""
+SGLANG_RETRACT_DECODE_STEPS = 20
+"""``global_config.retract_decode_steps``: decode steps of headroom the ratio is reset to after a
+retraction (``ScheduleBatch.retract_decode``)."""
+SGLANG_CLIP_MAX_NEW_TOKENS = 4096
+"""``CLIP_MAX_NEW_TOKENS_ESTIMATION`` (``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``): the most
+output tokens admission counts per request (``schedule_policy.py``)."""
+
+TRTLLM_CAPACITY_POLICIES: tuple[CapacityPolicy, ...] = ("guaranteed_no_evict", "max_utilization")
+"""TensorRT-LLM's ``capacity_scheduler_policy`` values the simulator models."""
+
+
+def engine_capacity_policy(engine: str) -> CapacityPolicy:
+    """The capacity policy of ``engine`` at its defaults (vLLM's for others).
+
+    >>> engine_capacity_policy("trtllm"), engine_capacity_policy("sglang")
+    ('guaranteed_no_evict', 'new_token_ratio')
+    """
+    return ENGINE_CAPACITY_POLICIES.get(engine, "incremental")
+
+
 def whole_prompt_overflow(
-    policy: SchedulingPolicy, prompt_tokens: np.ndarray, output_tokens: np.ndarray, budget: int
+    policy: SchedulingPolicy,
+    prompt_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+    budget: int,
+    capacity: CapacityPolicy = "incremental",
 ) -> int:
     """Under ``no_chunking``, the tokens of the longest request when they exceed ``budget``
     (an engine refuses such a request), else 0. A request counts its prompt and all but its
-    last output token: a request preempted late recomputes them all in one step.
+    last output token: a request preempted late recomputes them all in one step; under
+    ``guaranteed_no_evict``, which never preempts, only its prompt.
 
     >>> prompt, output = np.array([100, 8000]), np.array([500, 50])
     >>> whole_prompt_overflow("no_chunking", prompt, output, 8192)
     0
     >>> whole_prompt_overflow("no_chunking", prompt, output, 8000)
     8049
+    >>> whole_prompt_overflow("no_chunking", prompt, output, 8000, "guaranteed_no_evict")
+    0
     >>> whole_prompt_overflow("vllm_v1", prompt, output, 8000)
     0
     """
     if policy != "no_chunking" or prompt_tokens.size == 0:
         return 0
-    longest = int(np.max(prompt_tokens + output_tokens - 1))
+    if capacity == "guaranteed_no_evict":
+        longest = int(np.max(prompt_tokens))
+    else:
+        longest = int(np.max(prompt_tokens + output_tokens - 1))
     return longest if longest > budget else 0
 
 
@@ -98,6 +156,10 @@ class SchedulerConfig:
         checks the full prompt.
     max_waiting_requests : int or None
         Admission control: an arrival that finds this many requests waiting is rejected.
+    capacity_policy : {"incremental", "guaranteed_no_evict", "max_utilization", "new_token_ratio"}
+        KV admission and eviction (:data:`CapacityPolicy`); ``incremental`` by default, the
+        behaviour the policy descriptions above assume. Orthogonal to ``policy``, which forms
+        the batch within the budget.
     output_delay_steps : {0, 1}
         1 models an overlap scheduler (TensorRT-LLM's ``PyExecutor._executor_loop_overlap``,
         ``disable_overlap_scheduler = False``): the host launches step ``k + 1`` before it reads
@@ -119,6 +181,7 @@ class SchedulerConfig:
     admit_full_prompt: bool = False
     max_waiting_requests: int | None = None
     output_delay_steps: int = 0
+    capacity_policy: CapacityPolicy = "incremental"
 
     def __post_init__(self) -> None:
         _positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -136,6 +199,8 @@ class SchedulerConfig:
                 f"watermark_blocks must be an integer in [0, num_kv_blocks), "
                 f"got {self.watermark_blocks!r}"
             )
+        if self.capacity_policy not in get_args(CapacityPolicy):
+            raise ValueError(f"unknown capacity_policy {self.capacity_policy!r}")
         if self.max_waiting_requests is not None:
             _positive_int("max_waiting_requests", self.max_waiting_requests)
         if isinstance(self.output_delay_steps, bool) or self.output_delay_steps not in (0, 1):

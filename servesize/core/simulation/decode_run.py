@@ -102,7 +102,7 @@ class DecodeRunAccelerator:
         k0.sort()
         kmax = first_done
         free = state.pool.free_blocks
-        if free < nb * (-(-kmax // bs)):
+        if not state.pool.reserves_whole and free < nb * (-(-kmax // bs)):
             q, rem = divmod(free, nb)
             kmax = min(kmax, q * bs + int(k0[rem]))
         self.run = DecodeRun(
@@ -220,6 +220,7 @@ class DecodeRunAccelerator:
         run.end_s = end_s
         state.t = end_s
         state.steps += k
+        state.decode_steps += k
         state.last_duration_s = float(durations[-1])
         last = run.steps - 1
         bs = state.pool.block_size_tokens
@@ -262,7 +263,8 @@ class DecodeRunAccelerator:
             duration_s=joined(run.durations),
             decode_seqs=run.batch,
             decode_context_tokens=run.context + steps * run.batch,
-            kv_blocks_used=(pool.total_blocks - run.free_blocks) + crossings,
+            kv_blocks_used=(pool.total_blocks - run.free_blocks)
+            + (crossings * 0 if pool.reserves_whole else crossings),
             num_waiting=waiting,
             itl_weight=run.window_weight,
         )

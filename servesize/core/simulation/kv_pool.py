@@ -4,6 +4,11 @@ A request holding ``c`` tokens in the KV cache holds ``ceil(c / block_size)`` bl
 ``KVCacheManager.allocate_slots``); blocks are allocated when a step schedules tokens and freed
 when the request leaves, times out or is preempted (recompute: all its blocks at once). The pool
 is the only writer of the free count and of the request table's ``kv_blocks`` column.
+
+Under TensorRT-LLM's ``GUARANTEED_NO_EVICT`` (``reserves_whole``) a request takes the blocks of
+its whole sequence at admission: ``NoEvictScheduledBlocksManager`` subtracts every running
+request's remaining blocks to completion from the free count before it admits one, which is the
+same admission test as holding them; decodes then never allocate.
 """
 
 from __future__ import annotations
@@ -21,12 +26,26 @@ class KVBlockPool:
     simulation; a request is held by one replica at a time).
     """
 
-    __slots__ = ("block_size_tokens", "free_blocks", "held", "total_blocks", "watermark_blocks")
+    __slots__ = (
+        "block_size_tokens",
+        "free_blocks",
+        "held",
+        "reserves_whole",
+        "total_blocks",
+        "watermark_blocks",
+    )
 
     def __init__(
-        self, *, block_size_tokens: int, total_blocks: int, watermark_blocks: int, held: np.ndarray
+        self,
+        *,
+        block_size_tokens: int,
+        total_blocks: int,
+        watermark_blocks: int,
+        held: np.ndarray,
+        reserves_whole: bool = False,
     ) -> None:
         self.block_size_tokens = block_size_tokens
+        self.reserves_whole = reserves_whole
         self.total_blocks = total_blocks
         self.watermark_blocks = watermark_blocks
         self.free_blocks = total_blocks
@@ -133,10 +152,16 @@ class KVBlockPool:
 
     def take_run_crossings(self, free_at_start: int, crossings: int) -> None:
         """A decode run has taken ``crossings`` blocks from the ``free_at_start`` it began with
-        (the requests' own counts are written by :meth:`hold_after_run`)."""
+        (the requests' own counts are written by :meth:`hold_after_run`). A pool that reserves
+        whole sequences at admission takes none."""
+        if self.reserves_whole:
+            return
         self.free_blocks = free_at_start - crossings
 
     def hold_after_run(self, ids: np.ndarray, computed: np.ndarray) -> None:
-        """After a decode run: request ``ids[i]`` holds ``computed[i]`` tokens."""
+        """After a decode run: request ``ids[i]`` holds ``computed[i]`` tokens (unchanged when
+        the pool reserved its whole sequence at admission)."""
+        if self.reserves_whole:
+            return
         bs = self.block_size_tokens
         self.held[ids] = (computed + (bs - 1)) // bs

@@ -136,7 +136,9 @@ class ReplicaSimulator(ReplicaState):
         tokens = tab.prompt_tokens[ids] if self.prefill_only else tab.final_tokens[ids] - 1
         bad = self.pool.never_fits(tokens)
         if not self.policy.chunks_prompts:
-            bad |= tokens > self.policy.budget
+            # Without preemption (guaranteed_no_evict) a step only ever holds the prompt.
+            one_step = tab.prompt_tokens[ids] if self.pool.reserves_whole else tokens
+            bad |= one_step > self.policy.budget
         self.pushed += int(ids.size)
         if np.count_nonzero(bad):
             rejected = ids[bad]
@@ -151,12 +153,15 @@ class ReplicaSimulator(ReplicaState):
 
     def _infeasible(self, r: int) -> bool:
         """Never schedulable here: more blocks than the replica has, or (without chunking) more
-        tokens than the budget in one step (a resumed request recomputes all of them)."""
+        tokens than the budget in one step (a resumed request recomputes all of them; without
+        preemption, under ``guaranteed_no_evict``, only the prompt is ever computed at once)."""
         pool = self.pool
         if self.blocks_for_whole(r) + pool.watermark_blocks > pool.total_blocks:
             return True
         if self.policy.chunks_prompts:
             return False
+        if pool.reserves_whole:
+            return int(self.tab.prompt_tokens[r]) > self.policy.budget
         return self.whole_tokens(r) > self.policy.budget
 
     # ------------------------------------------------------------------ queries

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from servesize.core.simulation._log import StepLog
-from servesize.core.simulation.config import SchedulerConfig
+from servesize.core.simulation.config import SGLANG_INIT_NEW_TOKEN_RATIO, SchedulerConfig
 from servesize.core.simulation.kv_pool import KVBlockPool
 from servesize.core.simulation.requests import (
     ACTIVE,
@@ -86,6 +86,7 @@ class ReplicaState:
             total_blocks=config.num_kv_blocks,
             watermark_blocks=config.watermark_blocks,
             held=table.kv_blocks,
+            reserves_whole=config.capacity_policy == "guaranteed_no_evict",
         )
         self.running = np.zeros(0, dtype=np.int64)
         self.waiting: deque[int] = deque()
@@ -98,6 +99,12 @@ class ReplicaState:
         self.transfers: list[tuple[float, int]] = []
         self.t = -_INF
         self.steps = 0
+        self.decode_steps = 0
+        """Steps without prefill tokens so far (SGLang's ``new_token_ratio`` decays on them)."""
+        self.token_ratio_anchor = SGLANG_INIT_NEW_TOKEN_RATIO
+        """SGLang ``new_token_ratio`` as last set, and :attr:`decode_steps` when it was set
+        (:mod:`servesize.core.simulation.policies.capacity`)."""
+        self.token_ratio_anchor_step = 0
         self._last_exit_time = -_INF
         self._last_exit_count = 0
         self.last_duration_s = 0.0
@@ -282,16 +289,20 @@ class ReplicaState:
         self.pool.release(r)
         self.reject(r, t)
 
-    def requeue_preempted(self, v: int) -> None:
+    def requeue_preempted(self, v: int, *, to_back: bool = False) -> None:
         """Running request ``v`` was preempted (its blocks are freed): it recomputes everything
-        it holds and goes back to the head of the waiting queue."""
+        it holds and goes back to the head of the waiting queue (``to_back``: its tail, as
+        SGLang's ``_add_request_to_queue`` does with a retracted request)."""
         tab = self.tab
         tab.computed_tokens[v] = 0
         tab.prefill_end_tokens[v] = tab.num_tokens[v]
         tab.num_preemptions[v] += 1
         tab.is_running[v] = False
         tab.transfer_state[v] = TRANSFER_NONE
-        self.waiting.appendleft(v)
+        if to_back:
+            self.waiting.append(v)
+        else:
+            self.waiting.appendleft(v)
         self.n_waiting += 1
 
     # ------------------------------------------------------------------ steps
@@ -337,6 +348,8 @@ class ReplicaState:
             int(self.running.size),
         )
         self.steps += 1
+        if prefill_tokens == 0:
+            self.decode_steps += 1
         return StepPlan(
             ids=ids,
             tokens=tokens,

@@ -259,6 +259,7 @@ def _simulate(
             workload.prompt_tokens,
             workload.output_tokens,
             replica.rank_budget_tokens,
+            replica.scheduler.capacity_policy,
         )
     )
     if chunked:

@@ -43,11 +43,12 @@ def test_a_request_over_a_whole_prompt_budget_is_one_typed_error() -> None:
     """Regression: /v1/simulate refused it, the CLI exited 2 and sizing switched to chunking in
     silence; the core now raises one error and chunking is asked for explicitly."""
     replica = compile_replica(LLAMA_8B, H100, TRTLLM)
-    # 10,000 prompt tokens + 64 output − 1 = 10,063 to recompute after a late preemption.
+    # A 10,000-token prompt over an 8192-token budget (GUARANTEED_NO_EVICT, TensorRT-LLM's
+    # default, never preempts: the prompt alone is computed at once).
     with pytest.raises(WholePromptOverflowError) as caught:
         simulate_replica(replica, _workload(20, 10_000, 64))
     error = caught.value
-    assert (error.longest_tokens, error.rank_budget_tokens, error.explicit) == (10_063, 8192, False)
+    assert (error.longest_tokens, error.rank_budget_tokens, error.explicit) == (10_000, 8192, False)
     assert error.field == "/deployment/max_num_batched_tokens"
     assert "the engine's default scheduler" in str(error)
     chunked = simulate_replica(replica.configured(chunked_prefill=True), _workload(20, 10_000, 64))

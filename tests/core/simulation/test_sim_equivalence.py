@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servesize.core.simulation import (
+    CapacityPolicy,
     ConstantStepTime,
     LinearStepTime,
     RequestStatus,
@@ -41,6 +42,12 @@ def assert_identical(a: SimulationResult, b: SimulationResult) -> None:
 
 
 POLICIES: list[SchedulingPolicy] = ["vllm_v1", "sarathi", "no_chunking", "prefill_first"]
+CAPACITIES: list[CapacityPolicy] = [
+    "incremental",
+    "guaranteed_no_evict",
+    "max_utilization",
+    "new_token_ratio",
+]
 MODELS: list[StepTimeModel] = [
     ConstantStepTime(0.25),
     LinearStepTime(base_s=0.1, per_token_s=0.01, per_context_token_s=0.001),
@@ -66,6 +73,7 @@ def scenarios(draw: st.DrawFn) -> tuple[OpenLoopWorkload, SchedulerConfig, StepT
         watermark_blocks=draw(st.sampled_from([0, 1])),
         admit_full_prompt=draw(st.booleans()),
         max_waiting_requests=draw(st.sampled_from([None, 3])),
+        capacity_policy=draw(st.sampled_from(CAPACITIES)),
     )
     model = draw(st.sampled_from(MODELS))
     workload = trace_workload(
@@ -160,6 +168,25 @@ def test_skipping_matches_stepping_under_kv_pressure() -> None:
     stepped = simulate(w, config, _MODEL, skip_decode_runs=False)
     assert skipped.num_preemptions.sum() > 0
     assert_identical(skipped, stepped)
+
+
+def test_skipping_matches_stepping_under_kv_pressure_for_every_capacity_policy() -> None:
+    # The same pressure under TensorRT-LLM's and SGLang's admission: no preemption under
+    # guaranteed_no_evict, SGLang's ratio decaying through skipped decode runs.
+    w = _moderate_workload(5, size=600)
+    cases: list[tuple[CapacityPolicy, SchedulingPolicy]] = [
+        ("guaranteed_no_evict", "no_chunking"),
+        ("new_token_ratio", "prefill_first"),
+        ("new_token_ratio", "vllm_v1"),
+    ]
+    for capacity, policy in cases:
+        config = replace(_CONFIG, num_kv_blocks=100, capacity_policy=capacity, policy=policy)
+        skipped = simulate(w, config, _MODEL, skip_decode_runs=True)
+        stepped = simulate(w, config, _MODEL, skip_decode_runs=False)
+        assert_identical(skipped, stepped)
+        if capacity == "guaranteed_no_evict":
+            assert skipped.num_preemptions.sum() == 0
+            assert np.all(skipped.step_kv_blocks_used <= 100)
 
 
 def test_coupled_loop_with_one_replica_matches_the_plain_loop() -> None:

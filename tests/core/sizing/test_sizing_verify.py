@@ -369,9 +369,9 @@ def test_trtllm_plans_with_prompts_over_the_budget_are_simulated_with_chunked_pr
     assert CHUNKED_PREFILL_NOTE in best.notes
 
 
-def test_trtllm_requests_over_the_budget_count_their_output() -> None:
-    # 8000-token prompts fit 8192 tokens, but with 500 output tokens a late preemption would
-    # recompute 8499: the plan is verified with chunked prefill on, and says so.
+def test_trtllm_prompts_over_the_budget_are_verified_with_chunked_prefill() -> None:
+    # 8500-token prompts exceed 8192 tokens (TensorRT-LLM's GUARANTEED_NO_EVICT never preempts,
+    # so the prompt alone counts): the plan is verified with chunked prefill on, and says so.
     loose = ServiceLevelObjective(
         targets=(
             LatencyTarget(metric="ttft", statistic="p95", limit_s=5.0),
@@ -382,7 +382,7 @@ def test_trtllm_requests_over_the_budget_count_their_output() -> None:
         LLAMA_8B,
         model_name="m",
         space=_h100(engines=("trtllm",), max_model_len=(16384,)),
-        traffic=_traffic(0.2, prompt=8000, output=500),
+        traffic=_traffic(0.2, prompt=8500, output=500),
         objective=loose,
         prices={"h100-sxm": 2.5},
         verify_top=1,

@@ -19,6 +19,12 @@ from typing import ClassVar
 import numpy as np
 
 from servesize.core.simulation.config import SchedulerConfig
+from servesize.core.simulation.policies.capacity import (
+    admission_estimate_tokens,
+    admission_room_tokens,
+    admitted_tokens,
+    retract_decode,
+)
 from servesize.core.simulation.replica_state import ReplicaState, StepPlan
 from servesize.core.simulation.requests import ACTIVE
 
@@ -45,6 +51,12 @@ class BatchFormation(ABC):
         self.max_seqs = config.max_num_seqs
         self.block_size = config.block_size_tokens
         self.full_prompt_gate = config.admit_full_prompt
+        self.capacity = config.capacity_policy
+        self.reserve_whole = config.capacity_policy == "guaranteed_no_evict"
+        self.token_ratio = config.capacity_policy == "new_token_ratio"
+        self.estimate_refused = False
+        """Whether the last :meth:`admit` stopped at SGLang's token estimate: the room grows as
+        the ratio decays and outputs shrink, so the step is no decode run's start."""
 
     @classmethod
     def on_decode_replica(cls) -> type[BatchFormation]:
@@ -98,13 +110,20 @@ class BatchFormation(ABC):
         """Allocate in running order; on shortage preempt from the tail (vLLM ``running.pop()``,
         Sarathi ``running.pop(-1)``) until the allocation fits or the request preempted itself
         (:meth:`KVBlockPool.allocate_or_preempt`). Returns the survivors, their tokens and
-        whether anything was preempted.
+        whether anything was preempted. Under ``new_token_ratio`` SGLang's retraction picks the
+        victims instead (:func:`~.capacity.retract_decode`); vLLM's rule is the fallback when a
+        lone survivor still cannot grow.
 
         A request that preempts itself while nothing else runs, and whose whole sequence does
         not fit in the blocks left free, can never finish: the missing blocks are reserved for
         KV transfers of requests queued behind it (decode replica of a disaggregated pair). The
         scheduler would re-admit and preempt it forever; it is dropped as rejected instead.
         """
+        if self.token_ratio:
+            survivors, tokens, retracted = retract_decode(state, run, n)
+            if survivors.size:
+                return survivors, tokens, retracted
+            run, n = run[state.tab.is_running[run]], n[state.tab.is_running[run]]
         ids: list[int] = run.tolist()
         ns: list[int] = n.tolist()
         pool = state.pool
@@ -131,7 +150,10 @@ class BatchFormation(ABC):
         return need, gate
 
     def try_admit(self, state: ReplicaState, r: int, t: float, left: int) -> int:
-        """Admit waiting request ``r`` with up to ``left`` tokens; 0 if it does not fit now."""
+        """Admit waiting request ``r`` with up to ``left`` tokens; 0 if it does not fit now.
+
+        Under ``guaranteed_no_evict`` it takes the blocks of its whole sequence
+        (:meth:`ReplicaState.blocks_for_whole`) and only if they are free."""
         tab = state.tab
         c = int(tab.computed_tokens[r])
         total = int(tab.num_tokens[r])
@@ -140,7 +162,11 @@ class BatchFormation(ABC):
             return 0
         tokens = want if want < left else left
         pool = state.pool
-        need, gate = self.admission_blocks(c, tokens, total, int(pool.held[r]))
+        held = int(pool.held[r])
+        if self.reserve_whole:
+            need = gate = max(state.blocks_for_whole(r) - held, 0)
+        else:
+            need, gate = self.admission_blocks(c, tokens, total, held)
         if not pool.admit(r, need, gate):
             return 0
         tab.is_running[r] = True
@@ -152,18 +178,28 @@ class BatchFormation(ABC):
         self, state: ReplicaState, t: float, left: int, nrun: int, adm: list[int], adm_n: list[int]
     ) -> bool:
         """FCFS admission into ``adm``/``adm_n``; returns True when it stopped at a head that
-        does not fit."""
+        does not fit (under ``new_token_ratio`` also SGLang's token estimate, :mod:`.capacity`)."""
         tab = state.tab
         waiting = state.waiting
         me = state.index
+        room = admission_room_tokens(state) if self.token_ratio else 0.0
+        self.estimate_refused = False
         while state.n_waiting and left > 0 and nrun + len(adm) < self.max_seqs:
             r = waiting[0]
             if tab.status[r] != ACTIVE or tab.owner[r] != me:
                 waiting.popleft()
                 continue
+            if self.token_ratio and (nrun or adm) and admission_estimate_tokens(state, r) >= room:
+                # (An idle replica admits on blocks alone, so a request whose estimate exceeds
+                # the whole pool cannot stall it.)
+                self.estimate_refused = True
+                return True
             tokens = self.try_admit(state, r, t, left)
             if tokens == 0:
                 return True
+            if self.token_ratio:
+                whole = tokens == int(tab.num_tokens[r] - tab.computed_tokens[r])
+                room -= admitted_tokens(state, r, tokens, whole)
             waiting.popleft()
             state.n_waiting -= 1
             adm.append(r)

@@ -33,6 +33,7 @@ class PrefillFirst(BatchFormation):
         while a running chunk waits for blocks — else one decode step of every running request
         (no budget). On block shortage the most recently admitted running requests are
         preempted, a stalled chunk included."""
+        self.estimate_refused = False
         tab = state.tab
         pool = state.pool
         comp = tab.computed_tokens
@@ -98,7 +99,9 @@ class PrefillFirst(BatchFormation):
             step_ids,
             step_tokens,
             comp[step_ids],
-            pure_decode=not preempted and step_ids.size == state.running.size,
+            pure_decode=not preempted
+            and step_ids.size == state.running.size
+            and not self.estimate_refused,
             blocked=blocked,
             preempted=preempted,
         )

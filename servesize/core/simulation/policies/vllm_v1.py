@@ -8,6 +8,14 @@ waiting queue), until the allocation succeeds or the request preempted itself. W
 are admitted FCFS only if no preemption happened in this step, fewer than ``max_num_seqs`` run,
 budget is left and their first chunk's blocks (plus the watermark) are free.
 
+The preemption is vLLM's, release v0.11.0 (``Scheduler.schedule``: ``self.running.pop()``,
+``kv_cache_manager.free``, ``num_computed_tokens = 0``, ``self.waiting.prepend_request``, stop
+when the request preempted itself; waiting requests only ``if not preempted_reqs``); the
+allocation is ``KVCacheManager.allocate_slots`` for ``computed + scheduled`` tokens, with no
+watermark in v1. This is ``capacity_policy="incremental"``; under the other capacity policies
+(:mod:`.capacity`, TensorRT-LLM's ``guaranteed_no_evict`` in :meth:`BatchFormation.try_admit`)
+admission and eviction follow the engine named, the batch formation stays as here.
+
 On the decode replica of a disaggregated pair a waiting request first reserves the blocks of its
 prompt KV and starts the transfer (vLLM ``WAITING_FOR_REMOTE_KVS``); every policy but
 ``prefill_first`` admits such requests this way.
@@ -37,6 +45,7 @@ class VllmV1(BatchFormation):
     admits_after_preemption: ClassVar[bool] = False
 
     def decide(self, state: ReplicaState, t: float) -> StepPlan | None:
+        self.estimate_refused = False
         tab = state.tab
         comp = tab.computed_tokens
         run = state.running
@@ -105,7 +114,7 @@ class VllmV1(BatchFormation):
             ids,
             tokens,
             c_before,
-            pure_decode=not preempted and not adm and whole_batch,
+            pure_decode=not preempted and not adm and whole_batch and not self.estimate_refused,
             blocked=blocked,
             preempted=preempted,
         )
