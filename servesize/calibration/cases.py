@@ -14,7 +14,11 @@ Every aggregated row of ``e2e_serving.csv`` whose model is in the catalogue beco
 Benchmarked fine-tunes and re-quantizations map to the catalogue architecture they share
 (``-Instruct`` suffixes, ``-FP8`` re-quantizations, DeepSeek-R1 → DeepSeek-V3). Weights take the
 row's precision (``fp8`` → FP8) unless the catalogue checkpoint is itself quantized (gpt-oss:
-MXFP4 experts); the KV cache is bf16. The KV capacity per deployment comes from a rough ledger
+MXFP4 experts). The KV cache is bf16, except on TensorRT-LLM rows of precision ``fp8``, which run
+an FP8 KV cache: ModelOpt FP8 checkpoints carry ``kv_cache_quant_algo: FP8``, which
+TensorRT-LLM applies by default (``tensorrt_llm/_torch/model_config.py``), and the measured TPOT
+of those rows needs every client resident, which a bf16 pool of the same memory cannot hold
+(e.g. Qwen3-32B FP8 TP1, 4096/128 at 64 clients: ~270k tokens against ~147k in bf16). The KV capacity per deployment comes from a rough ledger
 (:func:`kv_capacity_tokens_estimate`) until the memory ledger is wired in.
 """
 
@@ -40,7 +44,7 @@ __all__ = [
     "tpot_lower_bound_s",
 ]
 
-Group = tuple[str, str, int, int, int, int, str | None]
+Group = tuple[str, str, int, int, int, int, str | None, str]
 """A deployment: engine, catalogue id, TP, PP, DP, EP, weight dtype."""
 
 CATALOGUE_ALIASES: dict[str, str] = {
@@ -90,6 +94,8 @@ class ServingCase:
     expert_parallel_size: int
     weight_dtype: str | None
     """None: the checkpoint's own dtypes."""
+    kv_dtype: str = "bf16"
+    """The KV cache's element type (module docstring)."""
 
     @property
     def group(self) -> Group:
@@ -101,6 +107,7 @@ class ServingCase:
             self.data_parallel_size,
             self.expert_parallel_size,
             self.weight_dtype,
+            self.kv_dtype,
         )
 
 
@@ -124,6 +131,7 @@ def case_step_model(
         expert_parallel_size=case.expert_parallel_size,
         weight_dtype=case.weight_dtype,
         expert_weight_dtype=case.weight_dtype,
+        kv_dtype=case.kv_dtype,
         measured=measured,
         calibrated=calibrated,
     )
@@ -177,6 +185,7 @@ def resolve_cases(
             data_parallel_size=dp,
             expert_parallel_size=ep,
             weight_dtype=weight,
+            kv_dtype="fp8" if row.engine == "trtllm" and row.precision == "fp8" else "bf16",
         )
         if row.tpot_s < tpot_lower_bound_s(case, arch, hardware):
             excluded.append(
