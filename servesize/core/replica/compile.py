@@ -24,6 +24,7 @@ from servesize.core.steptime import (
     StepTimeModel,
     build_step_model,
     engine_profile,
+    simulator_constants,
 )
 
 __all__ = [
@@ -194,12 +195,14 @@ def _step_model(
             calibrated,
         )
         base = cache.get_or_build(architecture, hardware, measurements, layout, build)
+    # One set of fitted constants for both tiers: the simulator's (docs/modeling.md §0).
+    fitted = base.with_engine(simulator_constants(base.engine))
     limits = replace(
-        base.engine,
+        fitted.engine,
         max_num_batched_tokens=res.max_num_batched_tokens,
         max_num_seqs=_max_num_seqs(memory),
     )
-    return replace(base, engine=limits)
+    return replace(fitted, engine=limits)
 
 
 def scheduler_config(

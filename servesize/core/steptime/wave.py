@@ -1,0 +1,313 @@
+"""The closed loop of clients with fixed lengths: one lock-step wave (docs/modeling.md §2.6).
+
+``C`` clients that send requests of the same ``P`` prompt and ``n`` output tokens, with no
+think time, start together and stay in phase: the requests of a wave finish within a few decode
+steps of one another, and every one that returns while the first long prefill step of the next
+wave runs joins it in the queue. What the simulator (Tier B) does with such a load is therefore a
+repeated *wave*: ``C`` requests arriving together at an idle engine, scheduled by the engine's
+own rules. This module plays one wave step by step on token counts alone (which requests'
+prompts a step carries does not depend on how long steps take), then costs every step in one
+vectorised call:
+
+* ``chunked`` (vLLM v1, ``vllm-project/vllm:vllm/v1/core/sched/scheduler.py: schedule``):
+  running requests first — one token per decode, then the unfinished prompt — and waiting
+  prompts FCFS in the budget left, ``M − d_j`` tokens at step ``j`` with ``d_j`` decodes;
+* ``whole_prompt`` (TensorRT-LLM's PyTorch flow, ``enable_chunked_prefill = False``): the same,
+  but a prompt is admitted only whole, while ``P ≤ M − d_j − (prompts already in the step)·P``;
+* ``prefill_first`` (SGLang, ``sgl-project/sglang:python/sglang/srt/managers/scheduler.py:
+  get_next_batch_to_run``): a step of prefills only (budget ``M``) whenever one can run, the
+  decodes waiting; afterwards every running request decodes in each step.
+
+Request ``i``'s prompt completes in step ``g_i``; its first token comes out at the end of step
+``g_i + δ`` (``δ = 1`` with TensorRT-LLM's overlap scheduler, the one-step output delay of
+``SchedulerConfig.output_delay_steps``, else 0) and its last at the end of step ``f_i``, the
+``(n − 1 + δ)``-th step after ``g_i`` that gives it a token (every later step under
+``chunked`` and ``whole_prompt``, the decode steps only under ``prefill_first``). With ``t_s``
+the end of step ``s``:
+
+    TTFT_i = Z + t_{g_i + δ},   E2E_i = Z + t_{f_i},   TPOT_i = (t_{f_i} − t_{g_i + δ})/(n − 1)
+
+and the response-time law gives the throughput ``X = C / (mean(t_f) + Z)`` (a client sends
+again ``Z`` after its response: the request overhead, as the simulator's closed loop does).
+Decodes attend to their own context ``P + tokens so far``, summed exactly per step.
+
+Not modelled: the next wave overlapping the tail of the last (the requests of a wave finish up to
+``G`` decode steps apart, ``G`` the wave's prefill steps, and the first to return prefills
+beside the last ones' decodes); admission caps below ``C`` (``max_num_seqs``, KV blocks), for
+which :func:`~servesize.core.steptime.serving.closed_loop` keeps the mean-field model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from servesize.core.steptime.fast import fast_step_time
+from servesize.core.steptime.model import StepTimeModel
+
+__all__ = [
+    "CYCLES",
+    "WARMUP_CYCLES",
+    "WAVE_POLICIES",
+    "LockstepLoop",
+    "WavePolicy",
+    "engine_wave_policy",
+    "lockstep_loop",
+]
+
+CYCLES = 8
+"""Requests each client sends in :func:`lockstep_loop`."""
+WARMUP_CYCLES = 2
+"""Leading requests per client left out of the means: the first wave starts from an idle
+engine, and the waves take a cycle or two to settle into their periodic pattern."""
+
+WavePolicy = Literal["chunked", "whole_prompt", "prefill_first"]
+WAVE_POLICIES: dict[str, WavePolicy] = {
+    "vllm_v1": "chunked",
+    "sarathi": "chunked",
+    "no_chunking": "whole_prompt",
+    "prefill_first": "prefill_first",
+}
+"""The simulator's scheduling policies (``SchedulingPolicy``) by the wave rule they follow."""
+_ENGINE_POLICY: dict[str, WavePolicy] = {
+    "vllm": "chunked",
+    "sglang": "prefill_first",
+    "trtllm": "whole_prompt",
+}
+
+
+def engine_wave_policy(engine: str) -> WavePolicy:
+    """The wave rule of an engine's default scheduler (the simulator's ``ENGINE_SCHEDULERS``).
+
+    >>> engine_wave_policy("sglang"), engine_wave_policy("trtllm"), engine_wave_policy("x")
+    ('prefill_first', 'whole_prompt', 'chunked')
+    """
+    return _ENGINE_POLICY.get(engine, "chunked")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockstepLoop:
+    """Means over the measured requests (client-side: the request overhead included)."""
+
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    request_rate_per_s: float
+    first_wave_ttft_s: float
+    """Mean TTFT of the first request of every client (the wave from an idle engine)."""
+
+
+_IDLE, _QUEUED, _PREFILL, _DECODE = 0, 1, 2, 3
+
+
+class _Loop:
+    """``C`` identical clients against one engine, stepped by the engine's rule."""
+
+    def __init__(
+        self,
+        model: StepTimeModel,
+        *,
+        clients: int,
+        prompt: int,
+        output: int,
+        policy: WavePolicy,
+        delay: int,
+        budget: int,
+        max_seqs: int,
+        overhead_s: float,
+    ) -> None:
+        self.fast = fast_step_time(model)
+        self.c, self.p, self.policy = clients, prompt, policy
+        self.after = output - 1 + delay  # decodes after the prefill (one hidden with δ = 1)
+        self.delay, self.budget, self.max_seqs, self.z = delay, budget, max_seqs, overhead_s
+        self.phase = np.full(clients, _QUEUED, dtype=np.int64)
+        self.arrive = np.zeros(clients)
+        self.order = np.arange(clients, dtype=np.float64)  # admission / FCFS order
+        self.comp = np.zeros(clients, dtype=np.int64)  # prompt tokens computed
+        self.left = np.zeros(clients, dtype=np.int64)  # decodes left
+        self.first = np.zeros(clients)
+        self.t = 0.0
+        self.seq = float(clients)
+        self.ttft: list[np.ndarray] = []
+        self.e2e: list[np.ndarray] = []
+        self.done = np.zeros(clients, dtype=np.int64)
+
+    def _queue(self) -> None:
+        arrived = (self.phase == _IDLE) & (self.arrive <= self.t)
+        self.phase[arrived] = _QUEUED
+
+    def _step_s(self, chunks: list[tuple[int, int]], decodes: np.ndarray) -> float:
+        """The simulator's step cost (``servesize.core.simulation.adapters``: the same
+        features, the same reconstruction of the cached context from the attention work)."""
+        b = float(decodes.size)
+        ctx = float(np.sum(self.p + (self.after - self.left[decodes]))) + b
+        if not chunks:
+            return self.fast.step_s(0.0, 0.0, 0.0, 0.0, b, max(ctx, b))
+        t_p = float(sum(c[0] for c in chunks))
+        work = float(sum(c[0] * (c[1] + 0.5 * c[0]) for c in chunks))
+        n_chunks = max(float(len(chunks)), 1.0)
+        cached = n_chunks * work / t_p - t_p / 2.0
+        return self.fast.step_s(t_p, n_chunks, max(cached, 0.0), work + t_p / 2.0, b, max(ctx, b))
+
+    def step(self) -> None:
+        """Plan, cost and apply one step (or a run of pure-decode steps)."""
+        self._queue()
+        ph = self.phase
+        running = np.flatnonzero((ph == _PREFILL) | (ph == _DECODE))
+        running = running[np.argsort(self.order[running], kind="stable")]
+        queued = np.flatnonzero(ph == _QUEUED)
+        queued = queued[np.argsort(self.order[queued], kind="stable")]
+        decodes = running[ph[running] == _DECODE]
+        partial = running[ph[running] == _PREFILL]
+        if not running.size and not queued.size:
+            self.t = float(np.min(self.arrive[ph == _IDLE]))
+            return
+        if not partial.size and not queued.size:
+            self._decode_run(decodes)
+            return
+        room = self.budget - (0 if self.policy == "prefill_first" else decodes.size)
+        chunks: list[tuple[int, int]] = []
+        touched: list[tuple[int, int]] = []
+        for r in partial.tolist():
+            take = min(self.p - int(self.comp[r]), room)
+            if take <= 0:
+                break
+            chunks.append((take, int(self.comp[r])))
+            touched.append((r, take))
+            room -= take
+        count = running.size
+        for r in queued.tolist():
+            if room <= 0 or count >= self.max_seqs:
+                break
+            if self.policy == "whole_prompt" and self.p > room:
+                break
+            take = min(self.p, room)
+            chunks.append((take, 0))
+            touched.append((r, take))
+            room -= take
+            count += 1
+            ph[r] = _PREFILL
+            self.order[r] = self.seq
+            self.seq += 1.0
+        if not chunks:
+            self._decode_run(decodes)
+            return
+        if self.policy == "prefill_first":
+            decodes = decodes[:0]
+        self.t += self._step_s(chunks, decodes)
+        self._emit(decodes)
+        for r, take in touched:
+            self.comp[r] += take
+            if self.comp[r] == self.p:
+                ph[r] = _DECODE
+                self.left[r] = self.after
+                if self.delay == 0:
+                    self.first[r] = self.t
+                if self.after == 0:
+                    self._exit(np.array([r]))
+
+    def _emit(self, decodes: np.ndarray) -> None:
+        if not decodes.size:
+            return
+        hidden = decodes[self.left[decodes] == self.after]
+        self.left[decodes] -= 1
+        if self.delay and hidden.size:
+            self.first[hidden] = self.t
+        gone = decodes[self.left[decodes] == 0]
+        if gone.size:
+            self._exit(gone)
+
+    def _exit(self, gone: np.ndarray) -> None:
+        self.ttft.append(self.first[gone] - self.arrive[gone])
+        self.e2e.append(np.full(gone.size, self.t) - self.arrive[gone])
+        self.done[gone] += 1
+        self.phase[gone] = _IDLE
+        self.arrive[gone] = self.t + self.z
+        self.comp[gone] = 0
+
+    def _decode_run(self, decodes: np.ndarray) -> None:
+        """Pure-decode steps until a request finishes or the next arrival is due."""
+        steps = int(np.min(self.left[decodes]))
+        idle = self.phase == _IDLE
+        due = float(np.min(self.arrive[idle])) if np.any(idle) else math.inf
+        if self.delay:
+            steps = min(steps, 1) if np.any(self.left[decodes] == self.after) else steps
+        b = float(decodes.size)
+        ctx0 = float(np.sum(self.p + (self.after - self.left[decodes]))) + b
+        contexts = [ctx0 + k * b for k in range(steps)]
+        times = np.cumsum(self.fast.decode_steps_s(b, contexts))
+        # Steps end at decision times; an arrival is seen at the first one at or after it.
+        take = min(int(np.searchsorted(times, due - self.t, side="left")) + 1, steps)
+        hidden = decodes[self.left[decodes] == self.after]
+        self.t += float(times[take - 1])
+        if take > 1:
+            self.left[decodes] -= take - 1
+        if self.delay and hidden.size:
+            self.first[hidden] = self.t - float(times[take - 1] - times[0])
+        self._emit_last(decodes, hidden)
+
+    def _emit_last(self, decodes: np.ndarray, hidden: np.ndarray) -> None:
+        self.left[decodes] -= 1
+        gone = decodes[self.left[decodes] == 0]
+        if gone.size:
+            self._exit(gone)
+
+
+def lockstep_loop(
+    model: StepTimeModel,
+    *,
+    clients: int,
+    input_tokens: int,
+    output_tokens: int,
+    policy: WavePolicy,
+    overhead_s: float,
+    output_delay_steps: int = 0,
+    budget_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    requests_per_client: int = CYCLES,
+    warmup_per_client: int = WARMUP_CYCLES,
+) -> LockstepLoop:
+    """Play ``requests_per_client`` requests of every client (module docstring); the means
+    leave out the first ``warmup_per_client`` of each."""
+    if clients < 1 or input_tokens < 1 or output_tokens < 1:
+        raise ValueError("clients, input_tokens and output_tokens must all be >= 1")
+    if not 0 <= warmup_per_client < requests_per_client:
+        raise ValueError("warmup_per_client must be in [0, requests_per_client)")
+    dp = model.inventory.data_parallel_size
+    budget = budget_tokens or model.engine.max_num_batched_tokens * dp
+    seqs = max_num_seqs or model.engine.max_num_seqs * dp
+    if policy == "whole_prompt" and input_tokens > budget:
+        raise ValueError(f"a {input_tokens}-token prompt never fits a {budget}-token step whole")
+    loop = _Loop(
+        model,
+        clients=clients,
+        prompt=int(input_tokens),
+        output=int(output_tokens),
+        policy=policy,
+        delay=int(output_delay_steps),
+        budget=int(budget),
+        max_seqs=int(seqs),
+        overhead_s=overhead_s,
+    )
+    first_wave: np.ndarray | None = None
+    while int(loop.done.min()) < requests_per_client:
+        loop.step()
+        if first_wave is None and int(loop.done.min()) >= 1:
+            first_wave = np.concatenate(loop.ttft)[:clients]
+    ttft = np.concatenate(loop.ttft)
+    e2e = np.concatenate(loop.e2e)
+    keep = slice(warmup_per_client * clients, requests_per_client * clients)
+    ttft, e2e = ttft[keep], e2e[keep]
+    n = output_tokens
+    tpot = (e2e - ttft) / (n - 1) if n > 1 else np.zeros_like(ttft)
+    return LockstepLoop(
+        ttft_s=float(np.mean(ttft)) + overhead_s,
+        tpot_s=float(np.mean(tpot)),
+        e2e_s=float(np.mean(e2e)) + overhead_s,
+        request_rate_per_s=clients / (float(np.mean(e2e)) + overhead_s),
+        first_wave_ttft_s=float(np.mean(first_wave if first_wave is not None else ttft))
+        + overhead_s,
+    )
