@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from servesize.api.replica_resolver import ResolvedReplica
-from servesize.core.steptime import ServingEstimate
+from servesize.core.replica import RequestTooLongError
+from servesize.core.steptime import ServingEstimate, closed_loop
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (
     ArithmeticIntensity,
@@ -12,7 +13,7 @@ from servesize.schemas.performance import (
     WorkloadPoint,
 )
 
-__all__ = ["performance_response"]
+__all__ = ["performance_estimate", "performance_response"]
 
 
 def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> list[str]:
@@ -23,6 +24,24 @@ def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> l
             "(max_num_seqs or KV capacity); the rest wait for admission"
         )
     return warnings
+
+
+def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> ServingEstimate:
+    """The closed loop at ``work`` on the compiled replica, under its simulated scheduler's
+    policy; a request longer than ``max_model_len`` is refused as ``/v1/simulate`` refuses it
+    (:class:`~servesize.core.replica.RequestTooLongError`, 422 naming the field)."""
+    total = work.input_tokens + work.output_tokens
+    context = built.memory.max_model_len
+    if total > context:
+        raise RequestTooLongError(1, 0, total, context)
+    return closed_loop(
+        built.step_model,
+        concurrency=work.concurrency,
+        input_tokens=work.input_tokens,
+        output_tokens=work.output_tokens,
+        kv_capacity_tokens=built.memory.kv_capacity_tokens,
+        policy=built.replica.scheduler.policy,
+    )
 
 
 def performance_response(

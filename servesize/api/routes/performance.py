@@ -5,10 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from servesize.api.deps import ReadAccess, SessionDep
-from servesize.api.performance_views import performance_response
+from servesize.api.performance_views import performance_estimate, performance_response
 from servesize.api.replica_resolver import request_replica
 from servesize.api.routes.models import CatalogIndexDep
-from servesize.core.steptime import closed_loop
 from servesize.schemas.performance import PerformanceRequest, PerformanceResponse
 
 router = APIRouter(prefix="/v1", tags=["performance"], dependencies=[ReadAccess])
@@ -20,12 +19,4 @@ def performance(
 ) -> PerformanceResponse:
     """Prefill and decode step times, zero-load TTFT, and the closed-loop steady state."""
     built = request_replica(body, catalog=index.catalog, session=session)
-    work = body.workload
-    estimate = closed_loop(
-        built.step_model,
-        concurrency=work.concurrency,
-        input_tokens=work.input_tokens,
-        output_tokens=work.output_tokens,
-        kv_capacity_tokens=built.memory.kv_capacity_tokens,
-    )
-    return performance_response(built, work, estimate)
+    return performance_response(built, body.workload, performance_estimate(built, body.workload))

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy import stats
 
 from servesize.core.replica import DisaggregatedPools, RequestTooLongError, simulate_replica
 from servesize.core.simulation import SimulationResult, SimulationSummary, whole_prompt_overflow
@@ -229,7 +230,7 @@ CHUNKED_PREFILL_NOTE = (
 
 
 def _simulate(
-    ctx: VerifyInputs, plan: Plan, run: _Run
+    ctx: VerifyInputs, plan: Plan, run: _Run, replication: int = 0
 ) -> tuple[SimulationResult, SimulationSummary, SloEvaluation, bool]:
     """Simulate ``run`` of ``plan`` on its compiled replica
     (:func:`~servesize.core.replica.simulate_replica`, least-loaded routing); the flag says
@@ -247,7 +248,9 @@ def _simulate(
         rate_per_s=run.rate_per_s,
         input_tokens=traffic.input_tokens,
         output_tokens=traffic.output_tokens,
-        rng=np.random.default_rng(traffic.seed),
+        rng=np.random.default_rng([traffic.seed, replication])
+        if replication
+        else np.random.default_rng(traffic.seed),
         process=process,
         cv=cv,
         timeout_s=traffic.timeout_s,
@@ -279,6 +282,94 @@ def _simulate(
     )
     summary, evaluation = evaluate_result(simulated.result, ctx.sizing.objective)
     return simulated.result, summary, evaluation, chunked
+
+
+MIN_REPLICATIONS = 3
+"""Seeds every verification simulates at least (independent sample paths of one plan)."""
+MAX_REPLICATIONS = 6
+"""Seeds at most: past them an interval that still straddles the SLO is called marginal."""
+CONFIDENCE = 0.95
+"""Two-sided confidence of the interval on the binding margin."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replicated:
+    """A plan's verification over several seeds: the run of median binding margin, the
+    interval on the mean margin and the verdict it supports."""
+
+    summary: SimulationSummary
+    evaluation: SloEvaluation
+    chunked: bool
+    verdict: str
+    """``met`` (interval above 0), ``missed`` (below), ``marginal`` (straddles at
+    :data:`MAX_REPLICATIONS`) or ``inconclusive`` (a run the simulator cannot judge)."""
+    note: str
+    runs: int
+
+
+def _margin(evaluation: SloEvaluation) -> float:
+    """The binding relative margin of one run, in ``[−1, 1]``; an unstable run is −1."""
+    if not evaluation.stable:
+        return -1.0
+    worst = min((c.relative_margin for c in evaluation.checks), default=1.0)
+    return max(min(worst, 1.0), -1.0) if not math.isnan(worst) else -1.0
+
+
+def margin_interval(margins: Sequence[float]) -> tuple[float, float, float]:
+    """``(mean, half-width, P(mean > 0))`` of the binding margins: Student-t at
+    :data:`CONFIDENCE` over ``R`` replications, ``m̄ ± t_{R−1}·s/√R``; the probability is
+    the t distribution's ``P(μ > 0 | m̄, s)`` (1 or 0 when every replication agrees exactly).
+
+    >>> m, h, p = margin_interval([0.1, 0.2, 0.3])
+    >>> round(m, 3), round(h, 3), round(p, 3)
+    (0.2, 0.248, 0.967)
+    """
+    values = np.asarray(margins, dtype=np.float64)
+    r = values.size
+    mean = float(values.mean())
+    sd = float(values.std(ddof=1)) if r > 1 else 0.0
+    if sd == 0.0:
+        return mean, 0.0, 1.0 if mean > 0 else 0.0
+    se = sd / math.sqrt(r)
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, r - 1)) * se
+    return mean, half, float(stats.t.cdf(mean / se, r - 1))
+
+
+def _replicate(ctx: VerifyInputs, plan: Plan, run: _Run) -> Replicated:
+    """Simulate ``run`` on :data:`MIN_REPLICATIONS` seeds, then more while the interval on the
+    binding margin straddles 0, up to :data:`MAX_REPLICATIONS` (module docstring)."""
+    runs = [_simulate(ctx, plan, run, k) for k in range(MIN_REPLICATIONS)]
+    while True:
+        if any(_inconclusive(s, e) for _, s, e, _ in runs):
+            _, summary, evaluation, chunked = next(r for r in runs if _inconclusive(r[1], r[2]))
+            return Replicated(
+                summary=summary,
+                evaluation=evaluation,
+                chunked=chunked,
+                verdict="inconclusive",
+                note="",
+                runs=len(runs),
+            )
+        margins = [_margin(e) for _, _, e, _ in runs]
+        mean, half, p_met = margin_interval(margins)
+        if mean - half > 0 or mean + half < 0 or len(runs) >= MAX_REPLICATIONS:
+            break
+        runs.append(_simulate(ctx, plan, run, len(runs)))
+    verdict = "met" if mean - half > 0 else "missed" if mean + half < 0 else "marginal"
+    order = np.argsort(margins, kind="stable")
+    _, summary, evaluation, chunked = runs[int(order[len(order) // 2])]
+    note = (
+        f"{len(runs)} seeds: binding relative margin {mean:+.3f} ± {half:.3f} "
+        f"({CONFIDENCE:.0%} interval), P(SLO met) ≈ {p_met:.2f}: {verdict}"
+    )
+    return Replicated(
+        summary=summary,
+        evaluation=evaluation,
+        chunked=chunked,
+        verdict=verdict,
+        note=note,
+        runs=len(runs),
+    )
 
 
 def _simulated(summary: SimulationSummary, evaluation: SloEvaluation, scale: float) -> Predicted:
@@ -351,30 +442,40 @@ def _verify_one(
             # Unverified (with the misses that added replicas, if any): Tier A decides.
             return replace(plan, notes=(*notes, run)), spent
         try:
-            _, summary, evaluation, chunked = _simulate(ctx, plan, run)
+            rep = _replicate(ctx, plan, run)
         except RequestTooLongError as exc:
             # An unbounded length distribution drew a request the engine would refuse.
             return Rejection(
                 candidate=plan.candidate, reason="context-too-short", detail=str(exc)
             ), spent
-        spent = spent.plus(run)
+        for _ in range(rep.runs):
+            spent = spent.plus(run)
+        summary, evaluation, chunked = rep.summary, rep.evaluation, rep.chunked
         scale = ctx.sizing.target_rate_per_s / run.rate_per_s
         if chunked and CHUNKED_PREFILL_NOTE not in notes:
             notes.append(CHUNKED_PREFILL_NOTE)
-        if evaluation.feasible:
+        if rep.verdict == "met":
             return replace(
                 plan,
                 simulation=_simulated(summary, evaluation, scale),
                 verified=True,
                 verification=run.mode,
-                notes=tuple(notes),
+                notes=(*notes, f"verified: {rep.note}"),
             ), spent
-        if _inconclusive(summary, evaluation):
+        if rep.verdict == "inconclusive":
             notes.append(
                 f"not verified: the simulation of {_describe_run(run)} with {plan.replicas} "
                 f"replicas was inconclusive ({summary.stability_reason}); Tier A decides"
             )
             return replace(plan, verification=run.mode, notes=tuple(notes)), spent
+        if rep.verdict == "marginal":
+            notes.append(
+                f"simulated {_describe_run(run)} with {plan.replicas} replicas: marginal, "
+                f"{rep.note}; counted as a miss"
+            )
+            if extra < MAX_EXTRA_REPLICAS:
+                plan = _one_more(plan)
+            continue
         notes.append(
             f"simulated {_describe_run(run)} with {plan.replicas} replicas: {evaluation.reason}"
         )
@@ -396,7 +497,7 @@ def verify_ranked(ctx: VerifyInputs, plans: Sequence[Plan], verify_top: int) -> 
     tried = 0
     done: set[str] = set()
     limit = 3 * verify_top + MAX_EXTRA_REPLICAS
-    while passed < verify_top and spent.runs < limit and tried < limit:
+    while passed < verify_top and spent.runs < limit * MAX_REPLICATIONS and tried < limit:
         ranked.sort(key=rank_key)
         pending = [i for i, p in enumerate(ranked) if p.candidate.label not in done]
         if not pending:
