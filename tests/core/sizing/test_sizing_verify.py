@@ -192,7 +192,9 @@ def test_an_inconclusive_run_keeps_the_plan_with_a_note(monkeypatch: pytest.Monk
         stable=False, stability_conclusive=False, stability_reason="the window is too short"
     )
     monkeypatch.setattr(
-        verify_module, "_simulate", lambda ctx, plan, run: (None, summary, evaluation, False)
+        verify_module,
+        "_simulate",
+        lambda ctx, plan, run, replication=0: (None, summary, evaluation, False),
     )
     result = _size(_h100(), _traffic(20.0))
     best = result.plans[0]
@@ -205,7 +207,7 @@ def test_an_inconclusive_run_keeps_the_plan_with_a_note(monkeypatch: pytest.Monk
     monkeypatch.setattr(
         verify_module,
         "_simulate",
-        lambda ctx, plan, run: (
+        lambda ctx, plan, run, replication=0: (
             None,
             SimpleNamespace(stable=False, stability_conclusive=True, stability_reason="grew"),
             evaluation,
