@@ -65,10 +65,10 @@ VERIFY_RESIDENCES = 10
 needs ``2 W̄`` to tell a growing queue from one filling up."""
 VERIFY_WARMUP_RESIDENCES = 2
 VERIFY_WARMUP_FRACTION = 0.1
-MAX_SIMULATED_REQUESTS = 12_000
-"""Requests simulated by one sizing, all verification runs together (a run costs about 0.1 to
-0.5 ms of CPU per request)."""
-MAX_SIMULATED_WORK = 40_000
+MAX_SIMULATED_REQUESTS = 36_000
+"""Requests simulated by one sizing, all verification runs and their seeds together (a run
+costs about 0.1 to 0.5 ms of CPU per request): 12,000 per seed of :data:`MIN_REPLICATIONS`."""
+MAX_SIMULATED_WORK = 120_000
 """Scheduler work of one sizing's verification runs, in request-chunks: each request costs
 ``1 + ceil(prompt / max_num_batched_tokens)`` (its prefill chunks and its decode run)."""
 
@@ -186,7 +186,8 @@ def _run(ctx: VerifyInputs, plan: Plan, mode: VerificationMode) -> _Run:
 
 def _plan_run(ctx: VerifyInputs, plan: Plan, spent: SimulationSpent) -> _Run | str:
     """The verification run of ``plan`` (see the module docstring), or why there is none: the
-    whole fleet when small, else the thinned check; the cheaper one when over the budget."""
+    whole fleet when small, else the thinned check; the cheaper one when over the budget. The
+    budget must hold the run on :data:`MIN_REPLICATIONS` seeds."""
     small = plan.replicas <= FLEET_MAX_REPLICAS
     thinned: VerificationMode = (
         "one-replica-thinned" if plan.prefill_replicas is None else "sub-fleet-thinned"
@@ -197,11 +198,13 @@ def _plan_run(ctx: VerifyInputs, plan: Plan, spent: SimulationSpent) -> _Run | s
     run = _run(ctx, plan, modes[0])
     for mode in modes:
         run = _run(ctx, plan, mode)
-        if run.num_requests <= left_requests and run.work <= left_work:
+        seeds = MIN_REPLICATIONS
+        if run.num_requests * seeds <= left_requests and run.work * seeds <= left_work:
             return run
     return (
         f"not simulated: a conclusive {run.mode} run needs {run.num_requests} requests "
-        f"({run.work} request-chunks; W̄ ≈ {run.residence_s:.3g} s), more than this sizing's "
+        f"({run.work} request-chunks; W̄ ≈ {run.residence_s:.3g} s) on each of "
+        f"{MIN_REPLICATIONS} seeds, more than this sizing's "
         f"budget has left ({max(left_requests, 0)} requests, {max(left_work, 0)} "
         f"request-chunks); Tier A decides"
     )
