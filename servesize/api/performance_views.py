@@ -39,7 +39,7 @@ def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> Serving
         concurrency=work.concurrency,
         input_tokens=work.input_tokens,
         output_tokens=work.output_tokens,
-        kv_capacity_tokens=built.memory.kv_capacity_tokens,
+        kv_capacity_tokens=built.replica.kv_capacity_tokens,
         policy=built.replica.scheduler.policy,
     )
 

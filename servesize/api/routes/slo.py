@@ -162,7 +162,7 @@ def _tier_a(built: ResolvedReplica, traffic: TrafficIn) -> TierAEstimate:
             arrival_rate_per_s=rate_per_s,
             input_tokens=p,
             output_tokens=n,
-            kv_capacity_tokens=built.memory.kv_capacity_tokens,
+            kv_capacity_tokens=built.replica.kv_capacity_tokens,
         )
 
     return estimate
@@ -176,7 +176,7 @@ def _resident_sequences(built: ResolvedReplica, traffic: TrafficIn) -> float:
             built.step_model,
             input_tokens=p,
             output_tokens=n,
-            kv_capacity_tokens=built.memory.kv_capacity_tokens,
+            kv_capacity_tokens=built.replica.kv_capacity_tokens,
         )[0]
     )
 
