@@ -308,19 +308,28 @@ def _decode_phase_step_s(state: _Steps, n: FloatArray) -> FloatArray:
 
 
 def _prefill_queue_s(
-    state: _Steps, rate: FloatArray, resident: FloatArray, clumping: float
+    state: _Steps,
+    rate: FloatArray,
+    resident: FloatArray,
+    clumping: float,
+    arrival_scv: float = 1.0,
 ) -> FloatArray:
     """Mean wait behind other prompts. Prompts are served ``m`` per step, each in ``S`` (own
     prefill time), so the effective service is ``S/m`` and ``ρ = X·S/m``. Poisson-like
     arrivals wait ``ρ·(S/m)/(2(1 − ρ))`` (M/D/1); arrivals in clumps of
     ``g = 1 + κ(L − 1)`` add ``(g − 1)/2·(S/m)`` (the mean position in the clump). The total is
-    at most ``(L − 1)·S/m``: everyone else ahead."""
+    at most ``(L − 1)·S/m``: everyone else ahead. Renewal arrivals of squared gap CV ``c²``
+    scale the M/D/1 term by ``c²`` (Kingman's G/D/1 form, ``(c_a² + c_s²)/2`` with ``c_s = 0``
+    against Poisson's ``1/2``)."""
     m = state.parallel_prefills
     service = state.own_prefill_s / m
     rho = rate * service
     others = np.maximum(resident - 1.0, 0.0)
     bound = others * service
-    wait = rho * service / (2 * np.maximum(1.0 - rho, 1e-9)) + clumping * others * service / 2
+    wait = (
+        arrival_scv * rho * service / (2 * np.maximum(1.0 - rho, 1e-9))
+        + clumping * others * service / 2
+    )
     return np.asarray(np.where(rho < 1.0, np.minimum(wait, bound), bound), dtype=np.float64)
 
 
