@@ -46,7 +46,12 @@ from servesize.calibration import (
 )
 from servesize.calibration.cases import Group, ServingCase
 from servesize.calibration.fitting import fit_simulator_constants
-from servesize.calibration.simulated import benchmark_client, replayable, simulate_cases
+from servesize.calibration.simulated import (
+    benchmark_client,
+    lockstep_cases,
+    replayable,
+    simulate_cases,
+)
 from servesize.catalog import ModelCatalog
 from servesize.core.architecture import Architecture
 from servesize.core.simulation import SchedulerConfig
@@ -214,6 +219,7 @@ def simulated(worst: int = 8) -> Errors:
     steady = evaluate_serving(cases, compiled)
     tiers: dict[str, tuple[np.ndarray, np.ndarray]] = {
         "steady state": (steady.ttft_s, steady.tpot_s),
+        "steady, replay, sim constants": lockstep_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES),
         "sim, roofline": simulate_cases(cases, roofline),
         "sim, mean-field constants": simulate_cases(cases, compiled),
         "sim, simulator constants": simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES),
@@ -272,21 +278,29 @@ def simulated_out_of_sample() -> Errors:
         return errors
     steady = evaluate_serving(cases, compiled)
     sim_ttft, sim_tpot = simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES)
+    lock_ttft, lock_tpot = lockstep_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES)
     ttft = np.array([c.row.ttft_s for c in cases])
     tpot = np.array([c.row.tpot_s for c in cases])
     print("\nOut of sample: models outside the calibration set (constants not fitted on them)")
     print(
         f"  {'engine':<8} {'model':<28} {'rows':>5}  {'steady TTFT / TPOT %':>22}"
-        f"  {'simulator TTFT / TPOT %':>24}"
+        f"  {'simulator TTFT / TPOT %':>24}  {'steady, replay, sim const.':>26}"
     )
     for engine, model in sorted({(c.row.engine, c.model_id) for c in cases}):
         mask = np.array([(c.row.engine, c.model_id) == (engine, model) for c in cases])
         cells = []
-        for pred_ttft, pred_tpot in ((steady.ttft_s, steady.tpot_s), (sim_ttft, sim_tpot)):
+        for pred_ttft, pred_tpot in (
+            (steady.ttft_s, steady.tpot_s),
+            (sim_ttft, sim_tpot),
+            (lock_ttft, lock_tpot),
+        ):
             t = float(_ape(pred_ttft[mask], ttft[mask]).mean())
             p = float(_ape(pred_tpot[mask], tpot[mask]).mean())
             cells.append(f"{t:>8.1f} / {p:<6.1f}")
-        print(f"  {engine:<8} {model:<28} {int(mask.sum()):>5}  {cells[0]:>22}  {cells[1]:>24}")
+        print(
+            f"  {engine:<8} {model:<28} {int(mask.sum()):>5}  {cells[0]:>22}  {cells[1]:>24}"
+            f"  {cells[2]:>26}"
+        )
         errors.setdefault(engine, []).append(
             _row_errors(mask, (sim_ttft, sim_tpot), (steady.ttft_s, steady.tpot_s), ttft, tpot)
         )
