@@ -343,8 +343,9 @@ def lockstep_cases(
     uses (:func:`replay_scheduler`, :func:`benchmark_workload`, :func:`request_overhead_s`):
     the lock-step loop of ``C`` clients at the mean lengths, every request of the benchmark
     measured from a cold start as the client measures them
-    (:func:`~servesize.core.steptime.wave.lockstep_loop`), or the mean-field closed loop where
-    the KV cache holds fewer than ``C`` sequences."""
+    (:func:`~servesize.core.steptime.wave.lockstep_loop`); where lengths are drawn from a range
+    (which puts the clients out of step) or the KV cache holds fewer than ``C`` sequences, the
+    mean-field closed loop, with the lock-step loop's first wave where it applies."""
     ttft = np.empty(len(cases))
     tpot = np.empty(len(cases))
     for i, case in enumerate(cases):
@@ -362,8 +363,9 @@ def lockstep_cases(
         held = resident_capacity(
             model, input_tokens=p, output_tokens=n, kv_capacity_tokens=kv_tokens
         )[0]
-        if clients <= min(held, config.max_num_seqs):
-            loop = lockstep_loop(
+        fits = clients <= min(held, config.max_num_seqs)
+        loop = (
+            lockstep_loop(
                 model,
                 clients=clients,
                 input_tokens=p,
@@ -376,14 +378,27 @@ def lockstep_cases(
                 requests_per_client=client.requests_per_client,
                 warmup_per_client=0,
             )
+            if fits
+            else None
+        )
+        k = client.requests_per_client
+        if loop is not None and client.length_range_ratio >= 1.0:
             ttft[i], tpot[i] = loop.ttft_s, loop.tpot_s
-        else:
-            est = closed_loop(
-                model.with_engine(replace(model.engine, request_overhead_s=overhead)),
-                concurrency=clients,
-                input_tokens=p,
-                output_tokens=n,
-                kv_capacity_tokens=kv_tokens,
-            )
-            ttft[i], tpot[i] = float(est.ttft_s[0]), float(est.tpot_s[0])
+            continue
+        # Lengths drawn from a range put the clients out of step after their first request:
+        # the mean-field closed loop (no clumping), with the first wave (every client's first
+        # request, from an idle engine) taken from the lock-step loop.
+        est = closed_loop(
+            model.with_engine(
+                replace(model.engine, request_overhead_s=overhead, arrival_clumping=0.0)
+            ),
+            concurrency=clients,
+            input_tokens=p,
+            output_tokens=n,
+            kv_capacity_tokens=kv_tokens,
+            mean_field=True,
+        )
+        ttft[i], tpot[i] = float(est.ttft_s[0]), float(est.tpot_s[0])
+        if loop is not None:
+            ttft[i] = (loop.first_wave_ttft_s + (k - 1) * ttft[i]) / k
     return ttft, tpot

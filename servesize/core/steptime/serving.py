@@ -171,6 +171,7 @@ def closed_loop(
     kv_capacity_tokens: ArrayLike | None = None,
     policy: str | None = None,
     output_delay_steps: int = 0,
+    mean_field: bool = False,
 ) -> ServingEstimate:
     """Steady state of ``concurrency`` clients with fixed lengths (see the module docstring).
 
@@ -180,7 +181,8 @@ def closed_loop(
     overlap-scheduler delay. Where the engine holds every client (``C ≤ L_cap``), TTFT, TPOT and
     throughput are those of the lock-step loop (:func:`~servesize.core.steptime.wave.
     lockstep_loop`), which is what the simulator does with such clients; beyond, the
-    mean-field model with its admission wait.
+    mean-field model with its admission wait. ``mean_field=True`` keeps the mean-field model
+    everywhere (clients out of step, as lengths drawn from a range leave them).
     """
     c, p, n = np.broadcast_arrays(
         as_float_array(concurrency), as_float_array(input_tokens), as_float_array(output_tokens)
@@ -213,7 +215,7 @@ def closed_loop(
     ttft = z + wait + state.residual_s + queued + state.own_prefill_s
     tpot = _decode_phase_step_s(state, n)
     rule = WAVE_POLICIES.get(policy or "", engine_wave_policy(model.engine.name))
-    for i in np.flatnonzero(c <= cap):
+    for i in np.flatnonzero(c <= cap) if not mean_field else ():
         loop = lockstep_loop(
             model,
             clients=int(c[i]),

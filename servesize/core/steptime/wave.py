@@ -98,6 +98,10 @@ class LockstepLoop:
     request_rate_per_s: float
     first_wave_ttft_s: float
     """Mean TTFT of the first request of every client (the wave from an idle engine)."""
+    cycle_ttft_s: tuple[float, ...] = ()
+    """Mean TTFT of every client's ``k``-th request, ``k = 1, 2, …`` (request overhead in)."""
+    cycle_tpot_s: tuple[float, ...] = ()
+    """Mean TPOT of every client's ``k``-th request."""
 
 
 _IDLE, _QUEUED, _PREFILL, _DECODE = 0, 1, 2, 3
@@ -133,6 +137,7 @@ class _Loop:
         self.seq = float(clients)
         self.ttft: list[np.ndarray] = []
         self.e2e: list[np.ndarray] = []
+        self.cycle: list[np.ndarray] = []
         self.done = np.zeros(clients, dtype=np.int64)
 
     def _queue(self) -> None:
@@ -223,6 +228,7 @@ class _Loop:
     def _exit(self, gone: np.ndarray) -> None:
         self.ttft.append(self.first[gone] - self.arrive[gone])
         self.e2e.append(np.full(gone.size, self.t) - self.arrive[gone])
+        self.cycle.append(self.done[gone].copy())
         self.done[gone] += 1
         self.phase[gone] = _IDLE
         self.arrive[gone] = self.t + self.z
@@ -299,10 +305,15 @@ def lockstep_loop(
             first_wave = np.concatenate(loop.ttft)[:clients]
     ttft = np.concatenate(loop.ttft)
     e2e = np.concatenate(loop.e2e)
-    keep = slice(warmup_per_client * clients, requests_per_client * clients)
-    ttft, e2e = ttft[keep], e2e[keep]
+    cycle = np.concatenate(loop.cycle)
     n = output_tokens
-    tpot = (e2e - ttft) / (n - 1) if n > 1 else np.zeros_like(ttft)
+    every_tpot = (e2e - ttft) / (n - 1) if n > 1 else np.zeros_like(ttft)
+    per_ttft = tuple(
+        float(np.mean(ttft[cycle == k])) + overhead_s for k in range(requests_per_client)
+    )
+    per_tpot = tuple(float(np.mean(every_tpot[cycle == k])) for k in range(requests_per_client))
+    keep = (cycle >= warmup_per_client) & (cycle < requests_per_client)
+    ttft, e2e, tpot = ttft[keep], e2e[keep], every_tpot[keep]
     return LockstepLoop(
         ttft_s=float(np.mean(ttft)) + overhead_s,
         tpot_s=float(np.mean(tpot)),
@@ -310,4 +321,6 @@ def lockstep_loop(
         request_rate_per_s=clients / (float(np.mean(e2e)) + overhead_s),
         first_wave_ttft_s=float(np.mean(first_wave if first_wave is not None else ttft))
         + overhead_s,
+        cycle_ttft_s=per_ttft,
+        cycle_tpot_s=per_tpot,
     )
