@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from servesize.api.errors import UnprocessableError
 from servesize.api.replica_resolver import ResolvedReplica
-from servesize.core.replica import RequestTooLongError
 from servesize.core.steptime import ServingEstimate, closed_loop
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (
@@ -28,12 +28,24 @@ def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> l
 
 def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> ServingEstimate:
     """The closed loop at ``work`` on the compiled replica, under its simulated scheduler's
-    policy; a request longer than ``max_model_len`` is refused as ``/v1/simulate`` refuses it
-    (:class:`~servesize.core.replica.RequestTooLongError`, 422 naming the field)."""
+    policy; a request longer than ``max_model_len`` is refused as ``/v1/simulate`` refuses one
+    (422 ``request-too-long`` naming the workload's lengths)."""
     total = work.input_tokens + work.output_tokens
     context = built.memory.max_model_len
     if total > context:
-        raise RequestTooLongError(1, 0, total, context)
+        detail = (
+            f"a request of {work.input_tokens} + {work.output_tokens} = {total} tokens exceeds "
+            f"max_model_len ({context} tokens of prompt plus output): the engine would refuse "
+            "it; shorten the lengths or raise deployment.max_model_len"
+        )
+        raise UnprocessableError(
+            detail,
+            slug="request-too-long",
+            errors=[
+                {"location": "body", "pointer": "/workload/input_tokens", "detail": detail},
+                {"location": "body", "pointer": "/workload/output_tokens", "detail": detail},
+            ],
+        )
     return closed_loop(
         built.step_model,
         concurrency=work.concurrency,

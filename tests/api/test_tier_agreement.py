@@ -108,3 +108,43 @@ def test_readme_simulate_example_at_poisson_arrivals_agrees_with_tier_a(
     _agree(predicted["ttft_s.mean"], [r["ttft_s"]["mean"] for r in runs], 0.03)
     _agree(predicted["ttft_s.p95"], [r["ttft_s"]["p95"] for r in runs], 0.03)
     _agree(predicted["tpot_s.mean"], [r["tpot_s"]["mean"] for r in runs], 0.05)
+
+
+def test_performance_refuses_a_request_longer_than_max_model_len_as_simulate_does(
+    client: TestClient,
+) -> None:
+    # max_model_len 4096: a 4000-token prompt with 200 output tokens (4200) does not fit.
+    deployment = {"max_model_len": 4096}
+    perf = client.post(
+        "/v1/performance",
+        json=BASE
+        | {
+            "deployment": deployment,
+            "workload": {"concurrency": 1, "input_tokens": 4000, "output_tokens": 200},
+        },
+    )
+    simulated = client.post(
+        "/v1/simulate",
+        json=BASE
+        | {
+            "deployment": deployment,
+            "traffic": {"input_tokens": 4000, "output_tokens": 200, "num_requests": 10},
+        },
+    )
+    for response, field in ((perf, "workload"), (simulated, "traffic")):
+        assert response.status_code == 422, response.text
+        assert response.headers["content-type"].startswith("application/problem+json")
+        body = response.json()
+        assert body["type"].endswith("request-too-long")
+        pointers = [e["pointer"] for e in body["errors"]]
+        assert pointers == [f"/{field}/input_tokens", f"/{field}/output_tokens"]
+    # 4096 tokens exactly is served.
+    ok = client.post(
+        "/v1/performance",
+        json=BASE
+        | {
+            "deployment": deployment,
+            "workload": {"concurrency": 1, "input_tokens": 3896, "output_tokens": 200},
+        },
+    )
+    assert ok.status_code == 200, ok.text

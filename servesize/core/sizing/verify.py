@@ -331,7 +331,7 @@ def margin_interval(margins: Sequence[float]) -> tuple[float, float, float]:
     r = values.size
     mean = float(values.mean())
     sd = float(values.std(ddof=1)) if r > 1 else 0.0
-    if sd == 0.0:
+    if sd <= 1e-12 * max(1.0, abs(mean)):
         return mean, 0.0, 1.0 if mean > 0 else 0.0
     se = sd / math.sqrt(r)
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, r - 1)) * se
