@@ -310,12 +310,17 @@ class Replicated:
     runs: int
 
 
-def _margin(evaluation: SloEvaluation) -> float:
-    """The binding relative margin of one run, in ``[−1, 1]``; an unstable run is −1."""
-    if not evaluation.stable:
-        return -1.0
+def _margin(summary: SimulationSummary, evaluation: SloEvaluation) -> float:
+    """The binding relative margin of one run, in ``[−1, 1]``. An unstable run's margin is at
+    most its relative throughput shortfall ``X/λ − 1`` (below 0): a run judged unstable by a
+    small shortfall counts as a small miss, one that serves half its load as a large one."""
     worst = min((c.relative_margin for c in evaluation.checks), default=1.0)
-    return max(min(worst, 1.0), -1.0) if not math.isnan(worst) else -1.0
+    worst = -1.0 if math.isnan(worst) else max(min(worst, 1.0), -1.0)
+    if evaluation.stable:
+        return worst
+    offered = getattr(summary, "offered_rate_per_s", math.nan)
+    shortfall = evaluation.throughput_requests_per_s / offered - 1.0 if offered > 0 else -1.0
+    return max(min(worst, shortfall, -1e-3), -1.0)
 
 
 def margin_interval(margins: Sequence[float]) -> tuple[float, float, float]:
@@ -353,7 +358,7 @@ def _replicate(ctx: VerifyInputs, plan: Plan, run: _Run) -> Replicated:
                 note="",
                 runs=len(runs),
             )
-        margins = [_margin(e) for _, _, e, _ in runs]
+        margins = [_margin(s, e) for _, s, e, _ in runs]
         mean, half, p_met = margin_interval(margins)
         if mean - half > 0 or mean + half < 0 or len(runs) >= MAX_REPLICATIONS:
             break

@@ -462,3 +462,20 @@ def test_a_clear_margin_on_every_seed_verifies_with_its_interval(
     best = _size(_h100(), _traffic(20.0)).plans[0]
     assert best.verified
     assert any(n.startswith("verified: 3 seeds") and n.endswith("met") for n in best.notes)
+
+
+def test_the_sized_fleet_does_not_depend_on_the_verification_seed() -> None:
+    # The README sizing load, per replica: every traffic seed verifies on its own seeds and
+    # must reach the same plan, each verdict with its interval stated.
+    plans = [
+        _size(_h100(), SizingTraffic(**{**vars_of(_traffic(50.0)), "seed": seed})).plans[0]
+        for seed in (0, 1, 2)
+    ]
+    assert len({(p.replicas, p.candidate.label) for p in plans}) == 1
+    for plan in plans:
+        assert plan.verified
+        assert any("seeds: binding relative margin" in n for n in plan.notes)
+
+
+def vars_of(traffic: SizingTraffic) -> dict[str, object]:
+    return {f: getattr(traffic, f) for f in traffic.__dataclass_fields__}
