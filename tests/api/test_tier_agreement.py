@@ -22,7 +22,6 @@ import math
 from typing import Any
 
 import numpy as np
-import pytest
 from fastapi.testclient import TestClient
 from scipy import stats
 

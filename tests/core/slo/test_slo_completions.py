@@ -46,7 +46,8 @@ def test_a_light_load_that_completes_everything_keeps_up(llama: Replica) -> None
     keeps_up, reason = completions_keep_up(result)
     assert keeps_up, reason
     _, evaluation = evaluate_result(result, SLO)
-    assert evaluation.stable and evaluation.feasible
+    assert evaluation.stable
+    assert evaluation.feasible
 
 
 def test_timeouts_count_against_the_completions(llama: Replica) -> None:
