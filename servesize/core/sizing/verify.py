@@ -330,7 +330,7 @@ def margin_interval(margins: Sequence[float]) -> tuple[float, float, float]:
 
     >>> m, h, p = margin_interval([0.1, 0.2, 0.3])
     >>> round(m, 3), round(h, 3), round(p, 3)
-    (0.2, 0.248, 0.967)
+    (0.2, 0.248, 0.963)
     """
     values = np.asarray(margins, dtype=np.float64)
     r = values.size
