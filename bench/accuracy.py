@@ -9,16 +9,18 @@ and why.
 ``--fit`` refits the engine constants first and prints them (minutes).
 ``--simulate`` replays every steady-state calibration row through the simulator as its
 benchmark ran (:mod:`servesize.calibration.simulated`) and prints per-engine MAPE side by side:
-steady-state estimate, simulator without calibration, with the mean-field constants and with the
-simulator's own constants, then the worst rows, the rows of catalogue models outside the
+the steady-state estimate (Tier A) with the simulator's constants (the one set both tiers use)
+and with the old steady-state constants, the simulator without calibration, with the
+steady-state constants and with its own, then the worst rows, the rows of catalogue models outside the
 calibration set (out of sample) and the errors over every replayable row together (minutes).
 ``--simulate --holdout`` refits the
 simulator constants leaving one model out and prints the errors on the model left out (rows
 that record their client count only).
 
-Closed-loop TTFT at concurrency ``C`` is predicted as the steady state of ``C`` clients:
-request overhead + admission wait + the rest of the running step + the wait behind other
-prompts + the request's own prefill steps (see :mod:`servesize.core.steptime.serving`).
+Closed-loop TTFT at concurrency ``C`` is predicted by Tier A under the deployment and client
+each row was measured with (:func:`servesize.calibration.simulated.lockstep_cases`): the
+lock-step loop of the engine's scheduler for clients with fixed lengths, the mean-field steady
+state (see :mod:`servesize.core.steptime.serving`) for clients out of step.
 """
 
 from __future__ import annotations
@@ -216,10 +218,10 @@ def simulated(worst: int = 8) -> Errors:
     roofline = compile_models(cases, archs, gpu, measured=load_measured_profile(), calibrated=False)
     ttft = np.array([c.row.ttft_s for c in cases])
     tpot = np.array([c.row.tpot_s for c in cases])
-    steady = evaluate_serving(cases, compiled)
+    steady = evaluate_serving(cases, compiled, SIMULATOR_ENGINE_PROFILES)
     tiers: dict[str, tuple[np.ndarray, np.ndarray]] = {
         "steady state": (steady.ttft_s, steady.tpot_s),
-        "steady, replay, sim constants": lockstep_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES),
+        "steady, mean-field constants": lockstep_cases(cases, compiled),
         "sim, roofline": simulate_cases(cases, roofline),
         "sim, mean-field constants": simulate_cases(cases, compiled),
         "sim, simulator constants": simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES),
@@ -276,31 +278,23 @@ def simulated_out_of_sample() -> Errors:
     errors: Errors = {}
     if not cases:
         return errors
-    steady = evaluate_serving(cases, compiled)
+    steady = evaluate_serving(cases, compiled, SIMULATOR_ENGINE_PROFILES)
     sim_ttft, sim_tpot = simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES)
-    lock_ttft, lock_tpot = lockstep_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES)
     ttft = np.array([c.row.ttft_s for c in cases])
     tpot = np.array([c.row.tpot_s for c in cases])
     print("\nOut of sample: models outside the calibration set (constants not fitted on them)")
     print(
         f"  {'engine':<8} {'model':<28} {'rows':>5}  {'steady TTFT / TPOT %':>22}"
-        f"  {'simulator TTFT / TPOT %':>24}  {'steady, replay, sim const.':>26}"
+        f"  {'simulator TTFT / TPOT %':>24}"
     )
     for engine, model in sorted({(c.row.engine, c.model_id) for c in cases}):
         mask = np.array([(c.row.engine, c.model_id) == (engine, model) for c in cases])
         cells = []
-        for pred_ttft, pred_tpot in (
-            (steady.ttft_s, steady.tpot_s),
-            (sim_ttft, sim_tpot),
-            (lock_ttft, lock_tpot),
-        ):
+        for pred_ttft, pred_tpot in ((steady.ttft_s, steady.tpot_s), (sim_ttft, sim_tpot)):
             t = float(_ape(pred_ttft[mask], ttft[mask]).mean())
             p = float(_ape(pred_tpot[mask], tpot[mask]).mean())
             cells.append(f"{t:>8.1f} / {p:<6.1f}")
-        print(
-            f"  {engine:<8} {model:<28} {int(mask.sum()):>5}  {cells[0]:>22}  {cells[1]:>24}"
-            f"  {cells[2]:>26}"
-        )
+        print(f"  {engine:<8} {model:<28} {int(mask.sum()):>5}  {cells[0]:>22}  {cells[1]:>24}")
         errors.setdefault(engine, []).append(
             _row_errors(mask, (sim_ttft, sim_tpot), (steady.ttft_s, steady.tpot_s), ttft, tpot)
         )
