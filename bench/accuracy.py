@@ -11,8 +11,9 @@ and why.
 benchmark ran (:mod:`servesize.calibration.simulated`) and prints per-engine MAPE side by side:
 the steady-state estimate (Tier A) with the simulator's constants (the one set both tiers use)
 and with the old steady-state constants, the simulator without calibration, with the
-steady-state constants and with its own, then the worst rows, the rows of catalogue models outside the
-calibration set (out of sample) and the errors over every replayable row together (minutes).
+steady-state constants and with its own, then the worst rows, the rows of catalogue models
+outside the calibration set (out of sample) and the errors over every replayable row together
+(minutes).
 ``--simulate --holdout`` refits the
 simulator constants leaving one model out and prints the errors on the model left out (rows
 that record their client count only).
