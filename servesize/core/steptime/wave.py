@@ -1,40 +1,39 @@
-"""The closed loop of clients with fixed lengths: one lock-step wave (docs/modeling.md §2.6).
+"""The closed loop of clients with fixed lengths: the lock-step loop (docs/modeling.md §2.10).
 
 ``C`` clients that send requests of the same ``P`` prompt and ``n`` output tokens, with no
 think time, start together and stay in phase: the requests of a wave finish within a few decode
-steps of one another, and every one that returns while the first long prefill step of the next
-wave runs joins it in the queue. What the simulator (Tier B) does with such a load is therefore a
-repeated *wave*: ``C`` requests arriving together at an idle engine, scheduled by the engine's
-own rules. This module plays one wave step by step on token counts alone (which requests'
-prompts a step carries does not depend on how long steps take), then costs every step in one
-vectorised call:
+steps of one another, and the ones that return while the next wave's first long prefill step
+runs queue behind it. No mean-field average describes that (the queue is a staircase of whole
+prefill steps), and nothing in it is random, so Tier A plays it: the ``C`` clients step by step
+under the engine's own rule, each step costed as the simulator costs it
+(:class:`~servesize.core.steptime.fast.FastStepTime` on the features of
+``servesize.core.simulation.adapters``: prefill tokens, chunks, attention work, decodes and
+their contexts ``Σ (computed + 1)``), and stretches of pure-decode steps in one call:
 
 * ``chunked`` (vLLM v1, ``vllm-project/vllm:vllm/v1/core/sched/scheduler.py: schedule``):
-  running requests first — one token per decode, then the unfinished prompt — and waiting
-  prompts FCFS in the budget left, ``M − d_j`` tokens at step ``j`` with ``d_j`` decodes;
+  running requests first — one token per decode, then the unfinished prompts — and waiting
+  prompts FCFS in the budget left, ``M − d`` tokens with ``d`` decodes, up to ``max_num_seqs``;
 * ``whole_prompt`` (TensorRT-LLM's PyTorch flow, ``enable_chunked_prefill = False``): the same,
-  but a prompt is admitted only whole, while ``P ≤ M − d_j − (prompts already in the step)·P``;
+  but a waiting prompt is admitted only whole (``P ≤`` the budget left; FCFS, so the head that
+  does not fit blocks the rest);
 * ``prefill_first`` (SGLang, ``sgl-project/sglang:python/sglang/srt/managers/scheduler.py:
-  get_next_batch_to_run``): a step of prefills only (budget ``M``) whenever one can run, the
-  decodes waiting; afterwards every running request decodes in each step.
+  get_next_batch_to_run``): a step of prefills only (unfinished chunks first, then waiting
+  prompts, chunked, within ``M``) whenever one can run, the decodes waiting; else one decode step
+  of every running request.
 
-Request ``i``'s prompt completes in step ``g_i``; its first token comes out at the end of step
-``g_i + δ`` (``δ = 1`` with TensorRT-LLM's overlap scheduler, the one-step output delay of
-``SchedulerConfig.output_delay_steps``, else 0) and its last at the end of step ``f_i``, the
-``(n − 1 + δ)``-th step after ``g_i`` that gives it a token (every later step under
-``chunked`` and ``whole_prompt``, the decode steps only under ``prefill_first``). With ``t_s``
-the end of step ``s``:
+With TensorRT-LLM's overlap scheduler (``output_delay_steps = 1``, as the simulator's
+``SchedulerConfig``) a request computes one hidden token more: its first token comes out one of
+its own decode steps after its prefill and it leaves after the extra step. A client sends again
+``Z`` (the request overhead) after its response, as the simulator's closed loop does; TTFT and
+E2E include ``Z`` once, TPOT is ``(E2E − TTFT)/(n − 1)``. Means are over every client's
+requests after its first :data:`WARMUP_CYCLES` (the wave from an idle engine, and the one that
+settles); the loop runs :data:`CYCLES` requests per client, later clients' next requests loading
+the engine while the last measured ones finish, as a simulation's cool-down requests do.
 
-    TTFT_i = Z + t_{g_i + δ},   E2E_i = Z + t_{f_i},   TPOT_i = (t_{f_i} − t_{g_i + δ})/(n − 1)
-
-and the response-time law gives the throughput ``X = C / (mean(t_f) + Z)`` (a client sends
-again ``Z`` after its response: the request overhead, as the simulator's closed loop does).
-Decodes attend to their own context ``P + tokens so far``, summed exactly per step.
-
-Not modelled: the next wave overlapping the tail of the last (the requests of a wave finish up to
-``G`` decode steps apart, ``G`` the wave's prefill steps, and the first to return prefills
-beside the last ones' decodes); admission caps below ``C`` (``max_num_seqs``, KV blocks), for
-which :func:`~servesize.core.steptime.serving.closed_loop` keeps the mean-field model.
+Validity: exact for the simulator's rules when the engine holds every client
+(:func:`~servesize.core.steptime.serving.closed_loop` uses it only for ``C ≤ L_cap``); KV blocks
+are not tracked (no preemption), so a loop whose peak ``C·(P + n)`` exceeds the KV cache is
+costed as if it fit.
 """
 
 from __future__ import annotations
@@ -299,7 +298,12 @@ def lockstep_loop(
         overhead_s=overhead_s,
     )
     first_wave: np.ndarray | None = None
+    # Each iteration advances time by at least one step; a loop needs at most one per token.
+    limit = 4 * requests_per_client * clients * (input_tokens + output_tokens + 2)
     while int(loop.done.min()) < requests_per_client:
+        limit -= 1
+        if limit < 0:
+            raise RuntimeError("the lock-step loop did not finish (internal error)")
         loop.step()
         if first_wave is None and int(loop.done.min()) >= 1:
             first_wave = np.concatenate(loop.ttft)[:clients]
