@@ -11,9 +11,11 @@ and why.
 :mod:`bench.offline`).
 ``--simulate`` replays every steady-state calibration row through the simulator as its
 benchmark ran (:mod:`servesize.calibration.simulated`) and prints per-engine MAPE side by side:
-steady-state estimate, simulator without calibration, with the mean-field constants and with the
-simulator's own constants, then the worst rows, the rows of catalogue models outside the
-calibration set (out of sample) and the errors over every replayable row together (minutes).
+the steady-state estimate (Tier A) with the simulator's constants (the one set both tiers use)
+and with the old steady-state constants, the simulator without calibration, with the
+steady-state constants and with its own, then the worst rows, the rows of catalogue models
+outside the calibration set (out of sample) and the errors over every replayable row together
+(minutes).
 It ends with the rows under KV pressure (``clients · (ISL + OSL)`` above the KV cache), under
 each engine's capacity policy and the alternatives (:func:`simulated_kv_pressure`).
 ``--simulate --holdout`` refits the
@@ -28,9 +30,10 @@ coverage the intervals reach on models (and on rows) left out of them (minutes; 
 the date comes from ``SOURCE_DATE_EPOCH`` when set); ``--write-intervals --from-residuals``
 rebuilds the intervals from that CSV without refitting (seconds).
 
-Closed-loop TTFT at concurrency ``C`` is predicted as the steady state of ``C`` clients:
-request overhead + admission wait + the rest of the running step + the wait behind other
-prompts + the request's own prefill steps (see :mod:`servesize.core.steptime.serving`).
+Closed-loop TTFT at concurrency ``C`` is predicted by Tier A under the deployment and client
+each row was measured with (:func:`servesize.calibration.simulated.lockstep_cases`): the
+lock-step loop of the engine's scheduler for clients with fixed lengths, the mean-field steady
+state (see :mod:`servesize.core.steptime.serving`) for clients out of step.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ from servesize.calibration.holdout import (
 from servesize.calibration.simulated import (
     benchmark_client,
     client_concurrency,
+    lockstep_cases,
     replayable,
     simulate_cases,
 )
@@ -259,9 +263,10 @@ def simulated(worst: int = 8) -> Errors:
     roofline = compile_models(cases, archs, gpu, measured=load_measured_profile(), calibrated=False)
     ttft = np.array([c.row.ttft_s for c in cases])
     tpot = np.array([c.row.tpot_s for c in cases])
-    steady = evaluate_serving(cases, compiled)
+    steady = evaluate_serving(cases, compiled, SIMULATOR_ENGINE_PROFILES)
     tiers: dict[str, tuple[np.ndarray, np.ndarray]] = {
         "steady state": (steady.ttft_s, steady.tpot_s),
+        "steady, mean-field constants": lockstep_cases(cases, compiled),
         "sim, roofline": simulate_cases(cases, roofline),
         "sim, mean-field constants": simulate_cases(cases, compiled),
         "sim, simulator constants": simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES),
@@ -318,7 +323,7 @@ def simulated_out_of_sample() -> Errors:
     errors: Errors = {}
     if not cases:
         return errors
-    steady = evaluate_serving(cases, compiled)
+    steady = evaluate_serving(cases, compiled, SIMULATOR_ENGINE_PROFILES)
     sim_ttft, sim_tpot = simulate_cases(cases, compiled, SIMULATOR_ENGINE_PROFILES)
     ttft = np.array([c.row.ttft_s for c in cases])
     tpot = np.array([c.row.tpot_s for c in cases])

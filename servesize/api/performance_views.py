@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from servesize.api.errors import UnprocessableError
 from servesize.api.replica_resolver import ResolvedReplica
-from servesize.core.steptime import ServingEstimate
+from servesize.core.steptime import ServingEstimate, closed_loop
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (
     ArithmeticIntensity,
@@ -12,7 +13,7 @@ from servesize.schemas.performance import (
     WorkloadPoint,
 )
 
-__all__ = ["performance_response"]
+__all__ = ["performance_estimate", "performance_response"]
 
 
 def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> list[str]:
@@ -23,6 +24,36 @@ def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> l
             "(max_num_seqs or KV capacity); the rest wait for admission"
         )
     return warnings
+
+
+def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> ServingEstimate:
+    """The closed loop at ``work`` on the compiled replica, under its simulated scheduler's
+    policy; a request longer than ``max_model_len`` is refused as ``/v1/simulate`` refuses one
+    (422 ``request-too-long`` naming the workload's lengths)."""
+    total = work.input_tokens + work.output_tokens
+    context = built.memory.max_model_len
+    if total > context:
+        detail = (
+            f"a request of {work.input_tokens} + {work.output_tokens} = {total} tokens exceeds "
+            f"max_model_len ({context} tokens of prompt plus output): the engine would refuse "
+            "it; shorten the lengths or raise deployment.max_model_len"
+        )
+        raise UnprocessableError(
+            detail,
+            slug="request-too-long",
+            errors=[
+                {"location": "body", "pointer": "/workload/input_tokens", "detail": detail},
+                {"location": "body", "pointer": "/workload/output_tokens", "detail": detail},
+            ],
+        )
+    return closed_loop(
+        built.step_model,
+        concurrency=work.concurrency,
+        input_tokens=work.input_tokens,
+        output_tokens=work.output_tokens,
+        kv_capacity_tokens=built.replica.kv_capacity_tokens,
+        policy=built.replica.scheduler.policy,
+    )
 
 
 def performance_response(

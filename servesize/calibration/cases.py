@@ -18,7 +18,8 @@ MXFP4 experts). The KV cache is bf16, except on TensorRT-LLM rows of precision `
 an FP8 KV cache: ModelOpt FP8 checkpoints carry ``kv_cache_quant_algo: FP8``, which
 TensorRT-LLM applies by default (``tensorrt_llm/_torch/model_config.py``), and the measured TPOT
 of those rows needs every client resident, which a bf16 pool of the same memory cannot hold
-(e.g. Qwen3-32B FP8 TP1, 4096/128 at 64 clients: ~270k tokens against ~147k in bf16). The KV capacity per deployment comes from a rough ledger
+(e.g. Qwen3-32B FP8 TP1, 4096/128 at 64 clients: ~270k tokens against ~147k in bf16). The KV
+capacity per deployment comes from a rough ledger
 (:func:`kv_capacity_tokens_estimate`) until the memory ledger is wired in.
 """
 

@@ -21,10 +21,11 @@ from servesize.calibration.cases import (
     case_step_model,
     kv_capacity_tokens_estimate,
 )
+from servesize.calibration.simulated import lockstep_cases
 from servesize.core.architecture import Architecture
 from servesize.core.hardware import HardwareSpec
 from servesize.core.steptime import EngineProfile, MeasuredProfile, StepTimeModel
-from servesize.core.steptime.serving import closed_loop, resident_capacity
+from servesize.core.steptime.serving import resident_capacity
 
 __all__ = [
     "ErrorPair",
@@ -101,34 +102,24 @@ def evaluate_serving(
     models: Mapping[Group, tuple[StepTimeModel, float]],
     profiles: Mapping[str, EngineProfile] | None = None,
 ) -> ServingPredictions:
-    """Predicted TTFT and TPOT of each case; ``profiles`` override the compiled engines."""
-    groups: dict[Group, list[int]] = defaultdict(list)
-    for i, case in enumerate(cases):
-        groups[case.group].append(i)
-    ttft = np.empty(len(cases))
-    tpot = np.empty(len(cases))
+    """Predicted TTFT and TPOT of each case; ``profiles`` override the compiled engines.
+
+    Tier A under the deployment and client each row was measured with
+    (:func:`servesize.calibration.simulated.lockstep_cases`): the lock-step loop of the
+    benchmark's clients, or the mean-field closed loop where their lengths put them out of
+    step or the KV cache cannot hold them all."""
+    ttft, tpot = lockstep_cases(cases, models, profiles)
     limited = np.zeros(len(cases), dtype=bool)
-    for key, indices in groups.items():
-        model, kv_tokens = models[key]
-        if profiles is not None and key[0] in profiles:
-            model = model.with_engine(profiles[key[0]])
-        rows = [cases[i].row for i in indices]
-        estimate = closed_loop(
-            model,
-            concurrency=[r.concurrency or 1 for r in rows],
-            input_tokens=[r.input_tokens for r in rows],
-            output_tokens=[r.output_tokens for r in rows],
-            kv_capacity_tokens=kv_tokens,
-        )
-        ttft[indices] = estimate.ttft_s
-        tpot[indices] = estimate.tpot_s
+    for i, case in enumerate(cases):
+        model, kv_tokens = models[case.group]
+        row = case.row
         cap = resident_capacity(
             model,
-            input_tokens=[r.input_tokens for r in rows],
-            output_tokens=[r.output_tokens for r in rows],
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
             kv_capacity_tokens=kv_tokens,
         )
-        limited[indices] = cap < estimate.concurrency
+        limited[i] = cap[0] < (row.concurrency or 1)
     return ServingPredictions(
         cases=tuple(cases), ttft_s=ttft, tpot_s=tpot, capacity_limited=limited
     )

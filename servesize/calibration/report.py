@@ -18,6 +18,7 @@ from servesize.calibration.serving_rows import ServingMeasurement
 from servesize.core.architecture import Architecture
 from servesize.core.hardware import HardwareSpec
 from servesize.core.steptime import EngineProfile, MeasuredProfile
+from servesize.core.steptime.engines import SIMULATOR_ENGINE_PROFILES
 
 __all__ = ["CALIBRATION_MODELS", "VARIANTS", "AccuracyReport", "accuracy_report"]
 
@@ -97,7 +98,8 @@ def accuracy_report(
         compiled = compile_models(
             cases, usable, hardware, measured=measured if tables else None, calibrated=calibrated
         )
-        override = profiles if calibrated else None
+        # One set of constants for both tiers: the simulator's, unless a refit is passed.
+        override = (profiles or SIMULATOR_ENGINE_PROFILES) if calibrated else None
         predictions = evaluate_serving(cases, compiled, override)
         serving[variant] = _grouped(predictions.subset(~predictions.capacity_limited))
         if calibrated:

@@ -83,7 +83,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -97,6 +97,8 @@ from servesize.core.simulation import (
 from servesize.core.simulation.adapters import steptime_adapter
 from servesize.core.simulation.config import SchedulingPolicy
 from servesize.core.steptime import EngineProfile, StepTimeModel
+from servesize.core.steptime.serving import closed_loop, resident_capacity
+from servesize.core.steptime.wave import WAVE_POLICIES, lockstep_loop
 from servesize.core.traffic import FixedLength, LengthDistribution, UniformLength
 from servesize.core.traffic.workload import ClosedLoopWorkload, closed_loop_workload
 
@@ -108,6 +110,7 @@ __all__ = [
     "benchmark_client",
     "benchmark_workload",
     "client_concurrency",
+    "lockstep_cases",
     "replay_scheduler",
     "replayable",
     "request_overhead_s",
@@ -334,4 +337,74 @@ def simulate_cases(
         summary = result.summary()
         ttft[i] = summary.ttft_completed_s.mean
         tpot[i] = summary.tpot_completed_s.mean
+    return ttft, tpot
+
+
+def lockstep_cases(
+    cases: Sequence[ServingCase],
+    models: Mapping[Group, tuple[StepTimeModel, float]],
+    profiles: Mapping[str, EngineProfile] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tier A's mean TTFT and TPOT of each case under the deployment and client the replay
+    uses (:func:`replay_scheduler`, :func:`benchmark_workload`, :func:`request_overhead_s`):
+    the lock-step loop of ``C`` clients at the mean lengths, every request of the benchmark
+    measured from a cold start as the client measures them
+    (:func:`~servesize.core.steptime.wave.lockstep_loop`); where lengths are drawn from a range
+    (which puts the clients out of step) or the KV cache holds fewer than ``C`` sequences, the
+    mean-field closed loop, with the lock-step loop's first wave where it applies."""
+    ttft = np.empty(len(cases))
+    tpot = np.empty(len(cases))
+    for i, case in enumerate(cases):
+        model, kv_tokens = models[case.group]
+        if profiles is not None and case.row.engine in profiles:
+            model = model.with_engine(profiles[case.row.engine])
+        client = benchmark_client(case)
+        config = replay_scheduler(case, model, kv_tokens, client)
+        clients = client_concurrency(case) or case.row.concurrency or 1
+        low = max(math.floor(case.row.input_tokens * client.length_range_ratio), 1)
+        p = round((low + case.row.input_tokens) / 2)
+        low = max(math.floor(case.row.output_tokens * client.length_range_ratio), 1)
+        n = round((low + case.row.output_tokens) / 2)
+        overhead = request_overhead_s(case, model, profiles)
+        held = resident_capacity(
+            model, input_tokens=p, output_tokens=n, kv_capacity_tokens=kv_tokens
+        )[0]
+        fits = clients <= min(held, config.max_num_seqs)
+        loop = (
+            lockstep_loop(
+                model,
+                clients=clients,
+                input_tokens=p,
+                output_tokens=n,
+                policy=WAVE_POLICIES[config.policy],
+                overhead_s=overhead,
+                output_delay_steps=config.output_delay_steps,
+                budget_tokens=config.max_num_batched_tokens,
+                max_num_seqs=config.max_num_seqs,
+                requests_per_client=client.requests_per_client,
+                warmup_per_client=0,
+            )
+            if fits
+            else None
+        )
+        k = client.requests_per_client
+        if loop is not None and client.length_range_ratio >= 1.0:
+            ttft[i], tpot[i] = loop.ttft_s, loop.tpot_s
+            continue
+        # Lengths drawn from a range put the clients out of step after their first request:
+        # the mean-field closed loop (no clumping), with the first wave (every client's first
+        # request, from an idle engine) taken from the lock-step loop.
+        est = closed_loop(
+            model.with_engine(
+                replace(model.engine, request_overhead_s=overhead, arrival_clumping=0.0)
+            ),
+            concurrency=clients,
+            input_tokens=p,
+            output_tokens=n,
+            kv_capacity_tokens=kv_tokens,
+            mean_field=True,
+        )
+        ttft[i], tpot[i] = float(est.ttft_s[0]), float(est.tpot_s[0])
+        if loop is not None:
+            ttft[i] = (loop.first_wave_ttft_s + (k - 1) * ttft[i]) / k
     return ttft, tpot

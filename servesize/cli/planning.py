@@ -209,7 +209,7 @@ def perf(
         concurrency=concurrency,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        kv_capacity_tokens=replica.memory.kv_capacity_tokens,
+        kv_capacity_tokens=replica.kv_capacity_tokens,
     )
     if as_json:
         figures = {

@@ -38,7 +38,10 @@ def test_sizing_ranks_the_cheaper_gpu_first_and_verifies_it(client: TestClient) 
     assert best["verified"] is True
     assert best["decided_by"] == "simulation"
     assert best["verification"] == "fleet"
-    assert best["notes"] == []
+    # The verdict states its confidence: three seeds, an interval on the binding margin.
+    [note] = best["notes"]
+    assert note.startswith("verified: 3 seeds: binding relative margin")
+    assert note.endswith("met")
     assert best["headroom"] == 0.85
     assert best["cost_per_hour"] == best["replicas"] * best["gpus_per_replica"] * 1.0
     assert best["engine_args"]["vllm"][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B"]

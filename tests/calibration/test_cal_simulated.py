@@ -314,16 +314,23 @@ def test_out_of_sample_errors_stay_at_the_reached_figures(engine: str) -> None:
     assert tpot <= reached_tpot + MARGIN
 
 
+# Tier A on the simulator's constants under each row's deployment and client
+# (calibration.simulated.lockstep_cases) is the analytic limit of the same replay: out of
+# sample, TTFT / TPOT MAPE sglang 16.9 / 8.0, trtllm 22.1 / 7.4, vllm 18.9 / 8.6 against the
+# simulator's 16.9 / 8.1, 22.1 / 6.2, 18.7 / 9.0 (``python -m bench.accuracy --simulate``).
+TIER_GAP_POINTS = (2.0, 2.0)
+
+
 @REPLAY
 @pytest.mark.parametrize("engine", ["sglang", "trtllm", "vllm"])
-def test_out_of_sample_simulator_beats_the_steady_state_estimate(engine: str) -> None:
+def test_out_of_sample_tier_a_is_the_simulators_limit(engine: str) -> None:
     rows = held_out_subset(engine)
     _, compiled = held_out()
-    steady = evaluate_serving(rows, compiled)
+    steady = evaluate_serving(rows, compiled, SIMULATOR_ENGINE_PROFILES)
     sim = mape(rows, *simulate_cases(rows, compiled, SIMULATOR_ENGINE_PROFILES))
     steady_errors = mape(rows, steady.ttft_s, steady.tpot_s)
-    assert sim[0] < steady_errors[0]
-    assert sim[1] < steady_errors[1]
+    assert abs(sim[0] - steady_errors[0]) <= TIER_GAP_POINTS[0]
+    assert abs(sim[1] - steady_errors[1]) <= TIER_GAP_POINTS[1]
     assert sim[1] <= FLOOR[1]
 
 
@@ -361,8 +368,10 @@ def test_the_per_request_overhead_is_the_front_end_s() -> None:
 # the simulator with SIMULATOR_ENGINE_PROFILES. Reached (``python -m bench.accuracy --simulate``,
 # "every replayable row"): TensorRT-LLM 24.8 / 7.8 over 472 rows, vLLM 18.0 / 8.4 over 190, SGLang
 # 16.9 / 8.1 over 80 (TTFT / TPOT MAPE, %). TensorRT-LLM's calibration rows alone stay at
-# 26.3 / 8.7 (the Llama-3.1-8B rows whose TTFT follows no documented mechanism). The steady-state
-# estimate on the same rows: 31.3 / 8.4, 32.2 / 8.3, 83.1 / 35.6.
+# 26.3 / 8.7 (the Llama-3.1-8B rows whose TTFT follows no documented mechanism). Tier A on the
+# same rows and constants follows the simulator within TIER_GAP_POINTS (with the separately
+# fitted steady-state constants and the mean-field loop it was 31.3 / 8.4, 32.2 / 8.3,
+# 83.1 / 35.6).
 WHOLE_DATA_REACHED = {"trtllm": (24.8, 7.8), "vllm": (18.0, 8.4), "sglang": (16.9, 8.1)}
 WHOLE_DATA_ROWS = {"trtllm": 472, "vllm": 190, "sglang": 80}
 
@@ -379,7 +388,7 @@ def whole_data() -> dict[str, tuple[tuple[float, float], tuple[float, float]]]:
             rows += [c for c in cases if c.row.engine == engine and replayable(c)]
             models.update(compiled)
         assert len(rows) == WHOLE_DATA_ROWS[engine]
-        steady = evaluate_serving(rows, models)
+        steady = evaluate_serving(rows, models, SIMULATOR_ENGINE_PROFILES)
         out[engine] = (
             mape(rows, *simulate_cases(rows, models, SIMULATOR_ENGINE_PROFILES)),
             mape(rows, steady.ttft_s, steady.tpot_s),
@@ -394,6 +403,6 @@ def test_every_measured_row_meets_the_floor_through_the_simulator(engine: str) -
     reached_ttft, reached_tpot = WHOLE_DATA_REACHED[engine]
     assert ttft <= min(reached_ttft + MARGIN, FLOOR[0])
     assert tpot <= min(reached_tpot + MARGIN, FLOOR[1])
-    assert ttft < steady_ttft
-    # TPOT is the steady state's strength: the simulator matches it (vLLM 8.4 against 8.3 %).
-    assert tpot < steady_tpot + 0.5
+    # One model, two tiers: Tier A is the simulator's analytic limit on the same rows.
+    assert abs(ttft - steady_ttft) <= TIER_GAP_POINTS[0]
+    assert abs(tpot - steady_tpot) <= TIER_GAP_POINTS[1]

@@ -5,11 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from servesize.api.deps import ReadAccess, SessionDep
-from servesize.api.performance_views import performance_response
+from servesize.api.performance_views import performance_estimate, performance_response
 from servesize.api.render.uncertainty import performance_bands
 from servesize.api.replica_resolver import request_replica
 from servesize.api.routes.models import CatalogIndexDep
-from servesize.core.steptime import closed_loop
 from servesize.schemas.performance import PerformanceRequest, PerformanceResponse
 
 router = APIRouter(prefix="/v1", tags=["performance"], dependencies=[ReadAccess])
@@ -22,11 +21,5 @@ def performance(
     """Prefill and decode step times, zero-load TTFT, and the closed-loop steady state."""
     built = request_replica(body, catalog=index.catalog, session=session)
     work = body.workload
-    estimate = closed_loop(
-        built.step_model,
-        concurrency=work.concurrency,
-        input_tokens=work.input_tokens,
-        output_tokens=work.output_tokens,
-        kv_capacity_tokens=built.memory.kv_capacity_tokens,
-    )
+    estimate = performance_estimate(built, work)
     return performance_bands(built, work, performance_response(built, work, estimate))

@@ -152,7 +152,7 @@ def _continuous_batching(
         arrival_rate_per_s=body.arrival_rate_per_s,
         input_tokens=body.input_tokens,
         output_tokens=body.output_tokens,
-        kv_capacity_tokens=built.memory.kv_capacity_tokens,
+        kv_capacity_tokens=built.replica.kv_capacity_tokens,
     )
     caveats = [] if r.utilization <= 0.9 else ["utilisation above 0.9: simulate to decide"]
     return QueueingResponse(

@@ -154,8 +154,11 @@ def _mean_lengths(built: ResolvedReplica, traffic: TrafficIn) -> tuple[int, int]
 
 
 def _tier_a(built: ResolvedReplica, traffic: TrafficIn) -> TierAEstimate:
-    """Tier A's mean-field estimate for one replica at a rate, at the mean lengths."""
+    """Tier A's mean-field estimate for one replica at a rate, at the mean lengths, under the
+    traffic's burstiness (gamma gaps of CV > 1; Poisson otherwise)."""
     p, n = _mean_lengths(built, traffic)
+    arrival = traffic.arrival
+    cv = arrival.cv if arrival.process == "gamma" else 1.0
 
     def estimate(rate_per_s: float) -> OpenLoopEstimate:
         return open_loop(
@@ -163,7 +166,8 @@ def _tier_a(built: ResolvedReplica, traffic: TrafficIn) -> TierAEstimate:
             arrival_rate_per_s=rate_per_s,
             input_tokens=p,
             output_tokens=n,
-            kv_capacity_tokens=built.memory.kv_capacity_tokens,
+            kv_capacity_tokens=built.replica.kv_capacity_tokens,
+            arrival_cv=cv,
         )
 
     return estimate
@@ -177,7 +181,7 @@ def _resident_sequences(built: ResolvedReplica, traffic: TrafficIn) -> float:
             built.step_model,
             input_tokens=p,
             output_tokens=n,
-            kv_capacity_tokens=built.memory.kv_capacity_tokens,
+            kv_capacity_tokens=built.replica.kv_capacity_tokens,
         )[0]
     )
 

@@ -18,7 +18,8 @@ Step-time model
     quantization). Its engine profile carries the *deployment's* scheduler limits: one rank's
     ``max_num_batched_tokens`` and ``max_num_seqs`` (the KV blocks when the engine sizes its
     batch from the pool, as SGLang does), so Tier A chunks prompts and caps the batch as the
-    simulated scheduler does.
+    simulated scheduler does. Its fitted constants are the simulator's
+    (:func:`~servesize.core.steptime.simulator_constants`): one set for both tiers.
 Scheduler
     One simulated engine stands for the data-parallel group: ``max_num_batched_tokens · dp``,
     ``max_num_seqs · dp`` (KV blocks when unset, with a warning) and ``kv_blocks · dp``; the

@@ -31,6 +31,7 @@ from servesize.core.steptime import (
     StepTimeModel,
     build_step_model,
     engine_profile,
+    simulator_constants,
 )
 
 __all__ = [
@@ -70,8 +71,8 @@ class Replica:
     hardware: HardwareSpec
     memory: MemoryPlan
     step_model: StepTimeModel
-    """Step times with the deployment's scheduler limits and the steady-state (Tier A)
-    constants; :func:`~servesize.core.replica.simulate_replica` swaps in the simulator's."""
+    """Step times with the deployment's scheduler limits (one rank's) and the simulator's
+    fitted constants, which both tiers use."""
     scheduler: SchedulerConfig
     """The simulated engine: one stands for the data-parallel group, limits and blocks pooled."""
     policy_source: PolicySource
@@ -85,6 +86,13 @@ class Replica:
     @property
     def deployment(self) -> ResolvedDeployment:
         return self.memory.deployment
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """KV tokens of the whole data-parallel group (``memory.kv_capacity_tokens`` is one
+        rank's): the pool the simulated scheduler holds, ``kv_blocks · dp`` blocks, and so the
+        residency cap Tier A must use to agree with it."""
+        return self.memory.kv_capacity_tokens * self.memory.deployment.data_parallel_size
 
     @property
     def rank_budget_tokens(self) -> int:
@@ -202,12 +210,14 @@ def _step_model(
             calibrated,
         )
         base = cache.get_or_build(architecture, hardware, measurements, layout, build)
+    # One set of fitted constants for both tiers: the simulator's (docs/modeling.md §0).
+    fitted = base.with_engine(simulator_constants(base.engine))
     limits = replace(
-        base.engine,
+        fitted.engine,
         max_num_batched_tokens=res.max_num_batched_tokens,
         max_num_seqs=_max_num_seqs(memory),
     )
-    return replace(base, engine=limits)
+    return replace(fitted, engine=limits)
 
 
 def scheduler_config(

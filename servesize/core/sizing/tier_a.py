@@ -146,7 +146,7 @@ def screen_aggregated(
         model,
         input_tokens=inputs.input_tokens,
         output_tokens=inputs.output_tokens,
-        kv_capacity_tokens=memory.kv_capacity_tokens,
+        kv_capacity_tokens=replica.kv_capacity_tokens,
     )
     screen = screen_curve(curve, targets)
     if screen.max_rate_per_s <= 0:
@@ -194,9 +194,9 @@ def _decode_curve(
     """Decode pool of one replica: rate ``X(L) = L / ((n − 1)·τ_dec(L))`` and ``τ_dec(L)`` for
     ``L`` resident decodes at context ``P + n/2``, up to the residency cap."""
     p, n = inputs.input_tokens, inputs.output_tokens
-    memory, model = replica.memory, replica.step_model
+    model = replica.step_model
     seqs = float(model.engine.max_num_seqs * model.inventory.data_parallel_size)
-    cap = max(min(seqs, math.floor(memory.kv_capacity_tokens / (p + n / 2))), 1.0)
+    cap = max(min(seqs, math.floor(replica.kv_capacity_tokens / (p + n / 2))), 1.0)
     resident = np.geomspace(min(1e-3, cap / 2), cap, points)
     pp = float(model.inventory.pipeline_parallel_size)
     step = model.step_time(StepWork.decode(np.maximum(resident / pp, 1.0), p + n / 2)).total_s
@@ -224,7 +224,7 @@ def screen_disaggregated(
         model,
         input_tokens=inputs.input_tokens,
         output_tokens=1,
-        kv_capacity_tokens=memory.kv_capacity_tokens,
+        kv_capacity_tokens=replica.kv_capacity_tokens,
     )
     # TTFT targets bind the prefill pool (the first token comes from the prefill worker).
     ttft_targets = [t for t in target_curves(inputs.objective, 1.0) if t.name.startswith("ttft_s.")]

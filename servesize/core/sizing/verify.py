@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy import stats
 
 from servesize.core.replica import DisaggregatedPools, RequestTooLongError, simulate_replica
 from servesize.core.simulation import SimulationResult, SimulationSummary, whole_prompt_overflow
@@ -64,10 +65,10 @@ VERIFY_RESIDENCES = 10
 needs ``2 W̄`` to tell a growing queue from one filling up."""
 VERIFY_WARMUP_RESIDENCES = 2
 VERIFY_WARMUP_FRACTION = 0.1
-MAX_SIMULATED_REQUESTS = 12_000
-"""Requests simulated by one sizing, all verification runs together (a run costs about 0.1 to
-0.5 ms of CPU per request)."""
-MAX_SIMULATED_WORK = 40_000
+MAX_SIMULATED_REQUESTS = 36_000
+"""Requests simulated by one sizing, all verification runs and their seeds together (a run
+costs about 0.1 to 0.5 ms of CPU per request): 12,000 per seed of :data:`MIN_REPLICATIONS`."""
+MAX_SIMULATED_WORK = 120_000
 """Scheduler work of one sizing's verification runs, in request-chunks: each request costs
 ``1 + ceil(prompt / max_num_batched_tokens)`` (its prefill chunks and its decode run)."""
 
@@ -185,7 +186,8 @@ def _run(ctx: VerifyInputs, plan: Plan, mode: VerificationMode) -> _Run:
 
 def _plan_run(ctx: VerifyInputs, plan: Plan, spent: SimulationSpent) -> _Run | str:
     """The verification run of ``plan`` (see the module docstring), or why there is none: the
-    whole fleet when small, else the thinned check; the cheaper one when over the budget."""
+    whole fleet when small, else the thinned check; the cheaper one when over the budget. The
+    budget must hold the run on :data:`MIN_REPLICATIONS` seeds."""
     small = plan.replicas <= FLEET_MAX_REPLICAS
     thinned: VerificationMode = (
         "one-replica-thinned" if plan.prefill_replicas is None else "sub-fleet-thinned"
@@ -196,11 +198,13 @@ def _plan_run(ctx: VerifyInputs, plan: Plan, spent: SimulationSpent) -> _Run | s
     run = _run(ctx, plan, modes[0])
     for mode in modes:
         run = _run(ctx, plan, mode)
-        if run.num_requests <= left_requests and run.work <= left_work:
+        seeds = MIN_REPLICATIONS
+        if run.num_requests * seeds <= left_requests and run.work * seeds <= left_work:
             return run
     return (
         f"not simulated: a conclusive {run.mode} run needs {run.num_requests} requests "
-        f"({run.work} request-chunks; W̄ ≈ {run.residence_s:.3g} s), more than this sizing's "
+        f"({run.work} request-chunks; W̄ ≈ {run.residence_s:.3g} s) on each of "
+        f"{MIN_REPLICATIONS} seeds, more than this sizing's "
         f"budget has left ({max(left_requests, 0)} requests, {max(left_work, 0)} "
         f"request-chunks); Tier A decides"
     )
@@ -229,7 +233,7 @@ CHUNKED_PREFILL_NOTE = (
 
 
 def _simulate(
-    ctx: VerifyInputs, plan: Plan, run: _Run
+    ctx: VerifyInputs, plan: Plan, run: _Run, replication: int = 0
 ) -> tuple[SimulationResult, SimulationSummary, SloEvaluation, bool]:
     """Simulate ``run`` of ``plan`` on its compiled replica
     (:func:`~servesize.core.replica.simulate_replica`, least-loaded routing); the flag says
@@ -247,7 +251,9 @@ def _simulate(
         rate_per_s=run.rate_per_s,
         input_tokens=traffic.input_tokens,
         output_tokens=traffic.output_tokens,
-        rng=np.random.default_rng(traffic.seed),
+        rng=np.random.default_rng([traffic.seed, replication])
+        if replication
+        else np.random.default_rng(traffic.seed),
         process=process,
         cv=cv,
         timeout_s=traffic.timeout_s,
@@ -280,6 +286,99 @@ def _simulate(
     )
     summary, evaluation = evaluate_result(simulated.result, ctx.sizing.objective)
     return simulated.result, summary, evaluation, chunked
+
+
+MIN_REPLICATIONS = 3
+"""Seeds every verification simulates at least (independent sample paths of one plan)."""
+MAX_REPLICATIONS = 6
+"""Seeds at most: past them an interval that still straddles the SLO is called marginal."""
+CONFIDENCE = 0.95
+"""Two-sided confidence of the interval on the binding margin."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replicated:
+    """A plan's verification over several seeds: the run of the request's own seed, the
+    interval on the mean binding margin over every seed and the verdict it supports."""
+
+    summary: SimulationSummary
+    evaluation: SloEvaluation
+    chunked: bool
+    verdict: str
+    """``met`` (interval above 0), ``missed`` (below), ``marginal`` (straddles at
+    :data:`MAX_REPLICATIONS`) or ``inconclusive`` (a run the simulator cannot judge)."""
+    note: str
+    runs: int
+
+
+def _margin(summary: SimulationSummary, evaluation: SloEvaluation) -> float:
+    """The binding relative margin of one run, in ``[−1, 1]``. An unstable run's margin is at
+    most its relative throughput shortfall ``X/λ − 1`` (below 0): a run judged unstable by a
+    small shortfall counts as a small miss, one that serves half its load as a large one."""
+    worst = min((c.relative_margin for c in evaluation.checks), default=1.0)
+    worst = -1.0 if math.isnan(worst) else max(min(worst, 1.0), -1.0)
+    if evaluation.stable:
+        return worst
+    offered = getattr(summary, "offered_rate_per_s", math.nan)
+    shortfall = evaluation.throughput_requests_per_s / offered - 1.0 if offered > 0 else -1.0
+    return max(min(worst, shortfall, -1e-3), -1.0)
+
+
+def margin_interval(margins: Sequence[float]) -> tuple[float, float, float]:
+    """``(mean, half-width, P(mean > 0))`` of the binding margins: Student-t at
+    :data:`CONFIDENCE` over ``R`` replications, ``m̄ ± t_{R−1}·s/√R``; the probability is
+    the t distribution's ``P(μ > 0 | m̄, s)`` (1 or 0 when every replication agrees exactly).
+
+    >>> m, h, p = margin_interval([0.1, 0.2, 0.3])
+    >>> round(m, 3), round(h, 3), round(p, 3)
+    (0.2, 0.248, 0.963)
+    """
+    values = np.asarray(margins, dtype=np.float64)
+    r = values.size
+    mean = float(values.mean())
+    sd = float(values.std(ddof=1)) if r > 1 else 0.0
+    if sd <= 1e-12 * max(1.0, abs(mean)):
+        return mean, 0.0, 1.0 if mean > 0 else 0.0
+    se = sd / math.sqrt(r)
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, r - 1)) * se
+    return mean, half, float(stats.t.cdf(mean / se, r - 1))
+
+
+def _replicate(ctx: VerifyInputs, plan: Plan, run: _Run) -> Replicated:
+    """Simulate ``run`` on :data:`MIN_REPLICATIONS` seeds, then more while the interval on the
+    binding margin straddles 0, up to :data:`MAX_REPLICATIONS` (module docstring)."""
+    runs = [_simulate(ctx, plan, run, k) for k in range(MIN_REPLICATIONS)]
+    while True:
+        if any(_inconclusive(s, e) for _, s, e, _ in runs):
+            _, summary, evaluation, chunked = next(r for r in runs if _inconclusive(r[1], r[2]))
+            return Replicated(
+                summary=summary,
+                evaluation=evaluation,
+                chunked=chunked,
+                verdict="inconclusive",
+                note="",
+                runs=len(runs),
+            )
+        margins = [_margin(s, e) for _, s, e, _ in runs]
+        mean, half, p_met = margin_interval(margins)
+        if mean - half > 0 or mean + half < 0 or len(runs) >= MAX_REPLICATIONS:
+            break
+        runs.append(_simulate(ctx, plan, run, len(runs)))
+    verdict = "met" if mean - half > 0 else "missed" if mean + half < 0 else "marginal"
+    # The figures are the request's own seed's; the verdict is the interval's.
+    _, summary, evaluation, chunked = runs[0]
+    note = (
+        f"{len(runs)} seeds: binding relative margin {mean:+.3f} ± {half:.3f} "
+        f"({CONFIDENCE:.0%} interval), P(SLO met) ≈ {p_met:.2f}: {verdict}"
+    )
+    return Replicated(
+        summary=summary,
+        evaluation=evaluation,
+        chunked=chunked,
+        verdict=verdict,
+        note=note,
+        runs=len(runs),
+    )
 
 
 def _simulated(summary: SimulationSummary, evaluation: SloEvaluation, scale: float) -> Predicted:
@@ -352,30 +451,40 @@ def _verify_one(
             # Unverified (with the misses that added replicas, if any): Tier A decides.
             return replace(plan, notes=(*notes, run)), spent
         try:
-            _, summary, evaluation, chunked = _simulate(ctx, plan, run)
+            rep = _replicate(ctx, plan, run)
         except RequestTooLongError as exc:
             # An unbounded length distribution drew a request the engine would refuse.
             return Rejection(
                 candidate=plan.candidate, reason="context-too-short", detail=str(exc)
             ), spent
-        spent = spent.plus(run)
+        for _ in range(rep.runs):
+            spent = spent.plus(run)
+        summary, evaluation, chunked = rep.summary, rep.evaluation, rep.chunked
         scale = ctx.sizing.target_rate_per_s / run.rate_per_s
         if chunked and CHUNKED_PREFILL_NOTE not in notes:
             notes.append(CHUNKED_PREFILL_NOTE)
-        if evaluation.feasible:
+        if rep.verdict == "met":
             return replace(
                 plan,
                 simulation=_simulated(summary, evaluation, scale),
                 verified=True,
                 verification=run.mode,
-                notes=tuple(notes),
+                notes=(*notes, f"verified: {rep.note}"),
             ), spent
-        if _inconclusive(summary, evaluation):
+        if rep.verdict == "inconclusive":
             notes.append(
                 f"not verified: the simulation of {_describe_run(run)} with {plan.replicas} "
                 f"replicas was inconclusive ({summary.stability_reason}); Tier A decides"
             )
             return replace(plan, verification=run.mode, notes=tuple(notes)), spent
+        if rep.verdict == "marginal":
+            notes.append(
+                f"simulated {_describe_run(run)} with {plan.replicas} replicas: marginal, "
+                f"{rep.note}; counted as a miss"
+            )
+            if extra < MAX_EXTRA_REPLICAS:
+                plan = _one_more(plan)
+            continue
         notes.append(
             f"simulated {_describe_run(run)} with {plan.replicas} replicas: {evaluation.reason}"
         )
@@ -397,7 +506,7 @@ def verify_ranked(ctx: VerifyInputs, plans: Sequence[Plan], verify_top: int) -> 
     tried = 0
     done: set[str] = set()
     limit = 3 * verify_top + MAX_EXTRA_REPLICAS
-    while passed < verify_top and spent.runs < limit and tried < limit:
+    while passed < verify_top and spent.runs < limit * MAX_REPLICATIONS and tried < limit:
         ranked.sort(key=rank_key)
         pending = [i for i, p in enumerate(ranked) if p.candidate.label not in done]
         if not pending:

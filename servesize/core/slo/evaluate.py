@@ -198,8 +198,12 @@ def evaluate_summary(
     objective: ServiceLevelObjective,
     *,
     attainment: float | None = None,
+    keeps_up: tuple[bool, str] | None = None,
 ) -> SloEvaluation:
     """Check a simulated run's summary against ``objective``.
+
+    ``keeps_up``: the verdict of :func:`completions_keep_up` on the run; a run that does not
+    keep up is unstable whatever the summary says.
 
     ``summary`` must come from ``result.summary(objective.request_slo())`` (its goodput counts
     those limits). The attainment check needs the fraction under the attainment target's own
@@ -240,6 +244,8 @@ def evaluate_summary(
         attainment=attainment,
     )
     stable, stability_reason = summary.stable, summary.stability_reason
+    if stable and keeps_up is not None and not keeps_up[0]:
+        stable, stability_reason = False, keeps_up[1]
     return _verdict(
         checks,
         stable=stable,
@@ -268,6 +274,50 @@ def attainment_fraction(result: SimulationResult, slo: SLO) -> float:
     return float(good.sum()) / n if n else math.nan
 
 
+COMPLETION_SIGMAS = 3.0
+"""Standard deviations of noise a run's completions may fall short of its sends by: one-sided
+3σ is a 0.13 % false alarm per run, under 3 % over the twenty-odd probes of a capacity
+search (2σ would be 2.3 % per run, about one false alarm in two searches)."""
+
+
+def completions_keep_up(result: SimulationResult) -> tuple[bool, str]:
+    """Whether an open-loop run completes what is offered to it, within its own noise.
+
+    From ``t₀ = window start + W̄`` (``W̄`` the measured completed requests' mean residence,
+    so the fill-up of a run that starts empty is not counted) to the window's end, ``A``
+    requests are sent and ``D`` complete; timed-out and rejected ones never complete, so they
+    count against ``D``. By conservation ``A − D`` is the growth of the number in the system;
+    in a steady state that number is about Poisson with mean ``L̄ = (A/T)·W̄`` (Little), so
+    the difference of its two ends has standard deviation ``√(2 L̄)``. The run keeps up when
+    ``A − D ≤ 3√(2 L̄) + 1`` (:data:`COMPLETION_SIGMAS`), with no proportional slack (the
+    simulator's own verdict also allows 2 % of the sends). A closed loop, or a window under
+    ``2 W̄``, is left to the simulator's verdict."""
+    if result.closed_loop:
+        return True, "closed loop"
+    ws, we = result.window_start_s, result.window_end_s
+    done = result.in_window & result.ok
+    if not np.any(done) or not we > ws:
+        return True, "nothing to judge"
+    residence = float(np.mean(result.exit_s[done] - result.arrival_s[done]))
+    start = ws + residence
+    if 2.0 * residence > we - ws:
+        return True, "window under twice the mean residence"
+    sent = int(np.count_nonzero((result.arrival_s > start) & (result.arrival_s <= we)))
+    completed = int(
+        np.count_nonzero(result.ok & (result.finish_s > start) & (result.finish_s <= we))
+    )
+    in_system = sent / (we - start) * residence
+    allowed = COMPLETION_SIGMAS * math.sqrt(2.0 * in_system) + 1.0
+    if sent - completed <= allowed:
+        return True, "completions keep up with the sends"
+    share = completed / sent if sent else 1.0
+    return False, (
+        f"{completed} of {sent} requests sent after the fill-up completed in the window "
+        f"({share:.1%}; {sent - completed} short, more than the {allowed:.0f} the run's own "
+        "noise allows): the queue grows"
+    )
+
+
 def evaluate_result(
     result: SimulationResult, objective: ServiceLevelObjective
 ) -> tuple[SimulationSummary, SloEvaluation]:
@@ -279,7 +329,9 @@ def evaluate_result(
         if objective.attainment is not None
         else None
     )
-    return summary, evaluate_summary(summary, objective, attainment=attainment)
+    return summary, evaluate_summary(
+        summary, objective, attainment=attainment, keeps_up=completions_keep_up(result)
+    )
 
 
 # ----------------------------------------------------------------------------- Tier A

@@ -79,21 +79,41 @@ class BatchChain:
         return np.asarray(high)
 
 
+def arrivals_pmf(j: np.ndarray, mean: np.ndarray, arrival_cv: float = 1.0) -> np.ndarray:
+    """``P(j arrivals)`` in an interval that expects ``mean`` of them: Poisson for Poisson
+    arrivals (``arrival_cv ≤ 1``), else negative binomial with the variance ``c²·mean`` of a
+    renewal process of squared gap CV ``c²`` over a long interval (Cox & Lewis 1966, the
+    asymptotic index of dispersion of a renewal count equals ``c²``): ``n = mean/(c² − 1)``,
+    ``p = 1/c²``.
+
+    >>> float(arrivals_pmf(np.array([0]), np.array([1.0]))[0])  # e^-1
+    0.36787944117144233
+    >>> round(float(arrivals_pmf(np.array([0]), np.array([1.0]), 2.0)[0]), 6)  # (1/4)^(1/3)
+    0.629961
+    """
+    c2 = arrival_cv * arrival_cv
+    if c2 <= 1.0:
+        return np.asarray(stats.poisson.pmf(j, mean), dtype=np.float64)
+    size = np.maximum(mean / (c2 - 1.0), 1e-300)
+    return np.asarray(stats.nbinom.pmf(j, size, 1.0 / c2), dtype=np.float64)
+
+
 def batch_chain(
-    step_s: np.ndarray, rate_per_s: np.ndarray, cap: np.ndarray | None = None
+    step_s: np.ndarray,
+    rate_per_s: np.ndarray,
+    cap: np.ndarray | None = None,
+    arrival_cv: float = 1.0,
 ) -> BatchChain:
     """The stationary chain for step durations ``step_s`` (``(P, K + 1)``: ``T_0..T_K``) and
     arrival rates ``rate_per_s`` (``(P,)``); ``cap`` (``(P,)``, at most ``K``) is the most
-    prompts a step holds at each point (``K`` when omitted)."""
+    prompts a step holds at each point (``K`` when omitted); ``arrival_cv`` the CV of the gaps
+    between arrivals (:func:`arrivals_pmf`; 1 is Poisson)."""
     step = np.asarray(step_s, dtype=np.float64)
     rate = np.asarray(rate_per_s, dtype=np.float64)
     points, size = step.shape
     limit = np.full(points, size - 1) if cap is None else np.asarray(cap, dtype=np.int64)
     j = np.arange(size)
-    others = np.asarray(
-        stats.poisson.pmf(j[None, None, :], rate[:, None, None] * step[:, :, None]),
-        dtype=np.float64,
-    )
+    others = arrivals_pmf(j[None, None, :], rate[:, None, None] * step[:, :, None], arrival_cv)
     # Arrivals beyond the cap still ride in a full step: fold their mass into j = cap.
     beyond = j[None, None, :] > limit[:, None, None]
     folded = np.clip(1.0 - np.sum(np.where(beyond, 0.0, others), axis=2), 0.0, 1.0)

@@ -41,6 +41,11 @@ simulator produces itself. A request overhead belongs to the front-end it was fi
 vLLM's behind ``vllm serve`` (Python), TensorRT-LLM's behind Dynamo's Rust front-end, which the
 replay of vLLM and SGLang rows served through Dynamo borrows
 (:func:`servesize.calibration.simulated.request_overhead_s`).
+
+Both tiers now step with the simulator's set: :func:`servesize.core.replica.compile_replica`
+applies :func:`simulator_constants` to every replica's step model, and Tier A follows the
+simulator's scheduling rules (docs/modeling.md §2.13). The steady-state set above remains the
+starting point of the fits and a reference in ``python -m bench.accuracy --simulate``.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from servesize.core.errors import UnstableQueueError
+from servesize.core.steptime.backlogchain import BacklogChain, backlog_chain
 from servesize.core.steptime.batchchain import BatchChain, batch_chain
 from servesize.core.steptime.model import StepTimeModel
 from servesize.core.steptime.serving import (
@@ -110,7 +111,9 @@ class _Points:
     prefill_utilization: np.ndarray
 
 
-def _points(model: StepTimeModel, resident: np.ndarray, p: float, n: float) -> _Points:
+def _points(
+    model: StepTimeModel, resident: np.ndarray, p: float, n: float, cv: float = 1.0
+) -> _Points:
     """Completion rate and step structure for each resident count (Poisson arrivals)."""
     budget, _ = _budget(model)
     pp = float(model.inventory.pipeline_parallel_size)
@@ -120,7 +123,7 @@ def _points(model: StepTimeModel, resident: np.ndarray, p: float, n: float) -> _
     state = _steady_steps(model, resident, pa, na, ctx, budget, pp, queue)
     for _ in range(QUEUE_ITERATIONS):
         rate = resident / (state.steps * state.mean_step_s)
-        queue = _prefill_queue_s(state, rate, resident, 0.0)
+        queue = _prefill_queue_s(state, rate, resident, 0.0, cv * cv)
         state = _steady_steps(model, resident, pa, na, ctx, budget, pp, queue)
     rate = resident / (state.steps * state.mean_step_s)
     rho = rate * state.own_prefill_s / state.parallel_prefills
@@ -128,12 +131,14 @@ def _points(model: StepTimeModel, resident: np.ndarray, p: float, n: float) -> _
         resident=resident,
         rate_per_s=rate,
         state=state,
-        queue_s=_prefill_queue_s(state, rate, resident, 0.0),
+        queue_s=_prefill_queue_s(state, rate, resident, 0.0, cv * cv),
         prefill_utilization=np.minimum(rho, 1.0),
     )
 
 
-def _chain(model: StepTimeModel, point: _Points, p: float, n: float) -> BatchChain | None:
+def _chain(
+    model: StepTimeModel, point: _Points, p: float, n: float, cv: float = 1.0
+) -> BatchChain | BacklogChain | None:
     """The batch chain at each point (:mod:`.batchchain`), or None where it does not apply:
     the budget holds fewer than :data:`CHAIN_MIN_PROMPTS` prompts, or there is a pipeline.
     Steps carry ``b`` decodes (the steady decode batch) and up to ``budget/P`` whole prompts; a
@@ -166,7 +171,11 @@ def _chain(model: StepTimeModel, point: _Points, p: float, n: float) -> BatchCha
     step = np.empty((count, size))
     step[:, 0] = times[:count] * np.minimum(resident, 1.0)
     step[:, 1:] = times[count:].reshape(count, size - 1)
-    return batch_chain(step, point.rate_per_s, cap=np.full(count, cap_prompts, dtype=np.int64))
+    if cv > 1.0:
+        # Bursts overflow a step's K prompts: the backlog carries over (.backlogchain).
+        return backlog_chain(step, point.rate_per_s, cap_prompts, cv)
+    cap = np.full(count, cap_prompts, dtype=np.int64)
+    return batch_chain(step, point.rate_per_s, cap=cap)
 
 
 def _ttft_quantiles(
@@ -204,8 +213,13 @@ def open_loop(
     input_tokens: int,
     output_tokens: int,
     kv_capacity_tokens: int | None = None,
+    arrival_cv: float = 1.0,
 ) -> OpenLoopEstimate:
-    """Steady state of Poisson arrivals at ``arrival_rate_per_s`` (see the module docstring).
+    """Steady state of arrivals at ``arrival_rate_per_s`` (see the module docstring), Poisson
+    or, with ``arrival_cv`` > 1, a renewal process of that gap CV (gamma gaps, as the
+    simulator's ``process="gamma"`` draws): the prompts that arrive during a step are
+    negative-binomial (:func:`~servesize.core.steptime.batchchain.arrivals_pmf`), the wait
+    behind other prompts scaled by ``c²``.
 
     Raises
     ------
@@ -224,17 +238,18 @@ def open_loop(
             model, input_tokens=p, output_tokens=n, kv_capacity_tokens=kv_capacity_tokens
         )[0]
     )
-    saturation = float(_points(model, np.array([cap]), p, n).rate_per_s[0])
+    cv = float(arrival_cv)
+    saturation = float(_points(model, np.array([cap]), p, n, cv).rate_per_s[0])
     if arrival_rate_per_s >= saturation:
         raise UnstableQueueError(arrival_rate_per_s / saturation)
     # Bracket X(L) = λ on a geometric grid, then refine once inside the bracket.
     low, high = 1e-6, cap
     for _ in range(REFINEMENTS):
         grid = np.geomspace(low, high, GRID_POINTS)
-        rates = _points(model, grid, p, n).rate_per_s
+        rates = _points(model, grid, p, n, cv).rate_per_s
         above = int(np.searchsorted(np.maximum.accumulate(rates), arrival_rate_per_s))
         low, high = grid[max(above - 1, 0)], grid[min(above, GRID_POINTS - 1)]
-    point = _points(model, np.array([0.5 * (low + high)]), p, n)
+    point = _points(model, np.array([0.5 * (low + high)]), p, n, cv)
     state = point.state
     queue_s = float(point.queue_s[0])
     rho = float(point.prefill_utilization[0])
@@ -248,7 +263,7 @@ def open_loop(
     mean_step = float(state.mean_step_s[0])
     share = float(state.mix_share[0])
     mix_step = float(state.mix_step_s[0])
-    chain = _chain(model, point, p, n)
+    chain = _chain(model, point, p, n, cv)
     if chain is not None:
         ttft_mean = z + float(chain.mean_s()[0])
         quantiles = {q: z + float(chain.quantile_s(q)[0]) for q in (0.5, 0.95, 0.99)}
@@ -320,7 +335,7 @@ class OpenLoopCurve:
     prefill_wait_mean_s: np.ndarray
     prefill_utilization: np.ndarray
     request_overhead_s: float = 0.0
-    chain: BatchChain | None = None
+    chain: BatchChain | BacklogChain | None = None
     """The batch chain at each point, which then gives TTFT (None: ``fixed + R + W`` does)."""
 
     @property
@@ -433,6 +448,7 @@ def open_loop_curve(
     output_tokens: float,
     kv_capacity_tokens: int | None = None,
     points: int = CURVE_POINTS,
+    arrival_cv: float = 1.0,
 ) -> OpenLoopCurve:
     """:func:`open_loop` at every rate at once: the mean-field state on a geometric grid of
     resident counts from ``1e-3`` to the residency cap, in one vectorised pass (~100× fewer step
@@ -450,7 +466,8 @@ def open_loop_curve(
         )[0]
     )
     grid = np.geomspace(min(CURVE_LOW_RESIDENT, cap / 2), cap, points)
-    point = _points(model, grid, p, n)
+    cv = float(arrival_cv)
+    point = _points(model, grid, p, n, cv)
     rate = point.rate_per_s
     # Keep the points where the completion rate still grows (X(L) is increasing in the
     # mean-field model up to rounding; the cap point is the saturation rate).
@@ -460,7 +477,7 @@ def open_loop_curve(
     share = state.mix_share
     resident = point.resident
     z = model.engine.request_overhead_s
-    chain = _chain(model, point, p, n)
+    chain = _chain(model, point, p, n, cv)
 
     def kept(values: np.ndarray) -> np.ndarray:
         return np.asarray(values[keep], dtype=np.float64)

@@ -54,6 +54,7 @@ import numpy as np
 
 from servesize.core.steptime._arrays import ArrayLike, FloatArray, StrArray, as_float_array
 from servesize.core.steptime.model import StepTime, StepTimeModel
+from servesize.core.steptime.wave import WAVE_POLICIES, engine_wave_policy, lockstep_loop
 from servesize.core.steptime.work import StepWork
 
 __all__ = [
@@ -168,11 +169,20 @@ def closed_loop(
     input_tokens: ArrayLike,
     output_tokens: ArrayLike,
     kv_capacity_tokens: ArrayLike | None = None,
+    policy: str | None = None,
+    output_delay_steps: int = 0,
+    mean_field: bool = False,
 ) -> ServingEstimate:
     """Steady state of ``concurrency`` clients with fixed lengths (see the module docstring).
 
     ``kv_capacity_tokens``: KV-cache tokens the engine can hold (from the memory ledger); None
-    leaves only ``max_num_seqs`` to cap residency.
+    leaves only ``max_num_seqs`` to cap residency. ``policy``: the simulator's scheduling
+    policy (``SchedulingPolicy``; None: the engine's default), ``output_delay_steps`` its
+    overlap-scheduler delay. Where the engine holds every client (``C ≤ L_cap``), TTFT, TPOT and
+    throughput are those of the lock-step loop (:func:`~servesize.core.steptime.wave.
+    lockstep_loop`), which is what the simulator does with such clients; beyond, the
+    mean-field model with its admission wait. ``mean_field=True`` keeps the mean-field model
+    everywhere (clients out of step, as lengths drawn from a range leave them).
     """
     c, p, n = np.broadcast_arrays(
         as_float_array(concurrency), as_float_array(input_tokens), as_float_array(output_tokens)
@@ -203,6 +213,20 @@ def closed_loop(
     wait = np.maximum(c / rate - z - life, 0.0)
     queued = np.maximum(state.steps - (n - 1) - state.prefill_steps, 0.0) * state.mean_step_s
     ttft = z + wait + state.residual_s + queued + state.own_prefill_s
+    tpot = _decode_phase_step_s(state, n)
+    rule = WAVE_POLICIES.get(policy or "", engine_wave_policy(model.engine.name))
+    for i in np.flatnonzero(c <= cap) if not mean_field else ():
+        loop = lockstep_loop(
+            model,
+            clients=int(c[i]),
+            input_tokens=int(p[i]),
+            output_tokens=int(n[i]),
+            policy=rule,
+            overhead_s=z,
+            output_delay_steps=output_delay_steps,
+        )
+        ttft[i], tpot[i], rate[i] = loop.ttft_s, loop.tpot_s, loop.request_rate_per_s
+        wait[i] = 0.0
     decode = model.step_time(StepWork.decode(np.maximum(resident / pp, 1.0), ctx))
     prefill_total, prefill_steps = _chunked_prefill(model, p)
     return ServingEstimate(
@@ -214,7 +238,7 @@ def closed_loop(
         decode_step_time_s=decode.total_s,
         step_time_s=state.mean_step_s,
         ttft_s=ttft,
-        tpot_s=np.where(n > 1, state.mean_step_s, 0.0),
+        tpot_s=np.where(n > 1, tpot, 0.0),
         throughput_output_tokens_per_s=rate * n,
         request_rate_per_s=rate,
         resident_sequences=resident,
@@ -271,20 +295,43 @@ class _Steps:
     """Whole prompts that fit in one step's free budget (at least 1)."""
 
 
+def _decode_phase_step_s(state: _Steps, n: FloatArray) -> FloatArray:
+    """Mean step after a request's first token (its TPOT): of the ``f·N`` mixed steps of its
+    lifetime its own ``k`` prefill steps come before the first token, so the other ``f·N − k``
+    fall on its ``N − k`` other steps evenly and its decode steps are mixed with probability
+    ``f_d = (f·N − k)/(N − k)``; ``TPOT = f_d·τ_mix + (1 − f_d)·τ_dec`` (``= τ_dec`` for one
+    client, whose only prefill is its own)."""
+    others = np.maximum(state.mix_share * state.steps - state.prefill_steps, 0.0)
+    rest = np.maximum(state.steps - state.prefill_steps, 1e-12)
+    share = np.clip(others / rest, 0.0, 1.0)
+    return np.asarray(
+        share * state.mix_step_s + (1 - share) * state.decode_step_s, dtype=np.float64
+    )
+
+
 def _prefill_queue_s(
-    state: _Steps, rate: FloatArray, resident: FloatArray, clumping: float
+    state: _Steps,
+    rate: FloatArray,
+    resident: FloatArray,
+    clumping: float,
+    arrival_scv: float = 1.0,
 ) -> FloatArray:
     """Mean wait behind other prompts. Prompts are served ``m`` per step, each in ``S`` (own
     prefill time), so the effective service is ``S/m`` and ``ρ = X·S/m``. Poisson-like
     arrivals wait ``ρ·(S/m)/(2(1 − ρ))`` (M/D/1); arrivals in clumps of
     ``g = 1 + κ(L − 1)`` add ``(g − 1)/2·(S/m)`` (the mean position in the clump). The total is
-    at most ``(L − 1)·S/m``: everyone else ahead."""
+    at most ``(L − 1)·S/m``: everyone else ahead. Renewal arrivals of squared gap CV ``c²``
+    scale the M/D/1 term by ``c²`` (Kingman's G/D/1 form, ``(c_a² + c_s²)/2`` with ``c_s = 0``
+    against Poisson's ``1/2``)."""
     m = state.parallel_prefills
     service = state.own_prefill_s / m
     rho = rate * service
     others = np.maximum(resident - 1.0, 0.0)
     bound = others * service
-    wait = rho * service / (2 * np.maximum(1.0 - rho, 1e-9)) + clumping * others * service / 2
+    wait = (
+        arrival_scv * rho * service / (2 * np.maximum(1.0 - rho, 1e-9))
+        + clumping * others * service / 2
+    )
     return np.asarray(np.where(rho < 1.0, np.minimum(wait, bound), bound), dtype=np.float64)
 
 

@@ -18,7 +18,7 @@ from servesize.core.replica import (
     compile_replica,
     replica_from_plan,
 )
-from servesize.core.steptime import StepWork, build_step_model, engine_profile
+from servesize.core.steptime import StepWork, build_step_model, engine_profile, simulator_constants
 from servesize.settings import get_settings
 from tests.core.sizing.fixtures import GPUS, H100, LLAMA_8B, LLAMA_70B
 
@@ -176,6 +176,8 @@ def test_the_step_model_is_build_step_model_of_the_resolved_deployment() -> None
         kv_dtype="fp8",
         cuda_graphs=False,
     )
+    # Both tiers step under the simulator's fitted constants (docs/modeling.md §0).
+    direct = direct.with_engine(simulator_constants(direct.engine))
     work = StepWork.decode(np.array([1.0, 32.0]), np.array([256.0, 2048.0]))
     np.testing.assert_array_equal(
         replica.step_model.step_time(work).total_s, direct.step_time(work).total_s

@@ -3,6 +3,7 @@ runs, the work bounds, context lengths and SLOs no candidate meets even idle."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -192,7 +193,9 @@ def test_an_inconclusive_run_keeps_the_plan_with_a_note(monkeypatch: pytest.Monk
         stable=False, stability_conclusive=False, stability_reason="the window is too short"
     )
     monkeypatch.setattr(
-        verify_module, "_simulate", lambda ctx, plan, run: (None, summary, evaluation, False)
+        verify_module,
+        "_simulate",
+        lambda ctx, plan, run, replication=0: (None, summary, evaluation, False),
     )
     result = _size(_h100(), _traffic(20.0))
     best = result.plans[0]
@@ -205,7 +208,7 @@ def test_an_inconclusive_run_keeps_the_plan_with_a_note(monkeypatch: pytest.Monk
     monkeypatch.setattr(
         verify_module,
         "_simulate",
-        lambda ctx, plan, run: (
+        lambda ctx, plan, run, replication=0: (
             None,
             SimpleNamespace(stable=False, stability_conclusive=True, stability_reason="grew"),
             evaluation,
@@ -390,3 +393,88 @@ def test_trtllm_prompts_over_the_budget_are_verified_with_chunked_prefill() -> N
     assert result.plans, [r.reason for r in result.rejected]
     assert result.plans[0].verified
     assert CHUNKED_PREFILL_NOTE in result.plans[0].notes
+
+
+# ----------------------------------------------------------------------------- replications
+
+
+def test_the_margin_interval_is_students_t_over_the_seeds() -> None:
+    # Margins 0.1, 0.2, 0.3: mean 0.2, s = 0.1, s/√3 = 0.0577; t(0.975, 2) = 4.303 gives a
+    # half-width of 0.248; P(μ > 0) = T₂(0.2/0.0577 = 3.46) = 0.963.
+    mean, half, p_met = verify_module.margin_interval([0.1, 0.2, 0.3])
+    assert mean == pytest.approx(0.2)
+    assert half == pytest.approx(4.302652729911275 * 0.1 / math.sqrt(3))
+    assert p_met == pytest.approx(0.9629, abs=1e-3)
+    same_mean, same_half, same_p = verify_module.margin_interval([0.1, 0.1, 0.1])
+    assert same_mean == pytest.approx(0.1)
+    assert (same_half, same_p) == (0.0, 1.0)
+
+
+def _margins_simulate(margins: list[float]):  # type: ignore[no-untyped-def]
+    """A ``_simulate`` whose k-th seed misses or meets the TTFT p95 limit by ``margins[k]``."""
+    stats = SimpleNamespace(p50=0.5, p95=0.5, p99=0.5)
+    summary = SimpleNamespace(
+        stable=True,
+        stability_conclusive=True,
+        stability_reason="ok",
+        ttft_s=stats,
+        tpot_s=stats,
+        e2e_s=stats,
+    )
+
+    def run(ctx, plan, run, replication=0):  # type: ignore[no-untyped-def]
+        margin = margins[min(replication, len(margins) - 1)]
+        check = make_check("ttft_s.p95", predicted=1.0 - margin, limit=1.0, direction="max")
+        evaluation = SloEvaluation(
+            feasible=check.holds,
+            checks=(check,),
+            binding="ttft_s.p95",
+            goodput_requests_per_s=1.0,
+            throughput_requests_per_s=1.0,
+            failure_rate=0.0,
+            attainment=None,
+            stable=True,
+            reason="met" if check.holds else "missed",
+        )
+        return None, summary, evaluation, False
+
+    return run
+
+
+def test_a_verdict_that_depends_on_the_seed_is_marginal_with_its_probability(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Seeds alternately meet and miss by a few per cent: the interval straddles 0 at every
+    # count up to MAX_REPLICATIONS, so the plan is not verified on any one seed's say.
+    monkeypatch.setattr(
+        verify_module, "_simulate", _margins_simulate([0.05, -0.04, 0.03, -0.05, 0.04, -0.03])
+    )
+    result = _size(_h100(), _traffic(20.0))
+    notes = [n for p in result.plans for n in p.notes] + [r.detail for r in result.rejected]
+    marginal = [n for n in notes if "marginal" in n]
+    assert marginal
+    assert f"{verify_module.MAX_REPLICATIONS} seeds" in marginal[0]
+    assert "P(SLO met)" in marginal[0]
+    assert not any(p.verified for p in result.plans)
+
+
+def test_a_clear_margin_on_every_seed_verifies_with_its_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(verify_module, "_simulate", _margins_simulate([0.30, 0.32, 0.31]))
+    best = _size(_h100(), _traffic(20.0)).plans[0]
+    assert best.verified
+    assert any(n.startswith("verified: 3 seeds") and n.endswith("met") for n in best.notes)
+
+
+def test_the_sized_fleet_does_not_depend_on_the_verification_seed() -> None:
+    # The README sizing load, per replica: every traffic seed verifies on its own seeds and
+    # must reach the same plan, each verdict with its interval stated.
+    plans = [
+        _size(_h100(), dataclasses.replace(_traffic(50.0), seed=seed)).plans[0]
+        for seed in (0, 1, 2)
+    ]
+    assert len({(p.replicas, p.candidate.label) for p in plans}) == 1
+    for plan in plans:
+        assert plan.verified
+        assert any("seeds: binding relative margin" in n for n in plan.notes)

@@ -1,0 +1,330 @@
+"""The closed loop of clients with fixed lengths: the lock-step loop (docs/modeling.md §2.13).
+
+``C`` clients that send requests of the same ``P`` prompt and ``n`` output tokens, with no
+think time, start together and stay in phase: the requests of a wave finish within a few decode
+steps of one another, and the ones that return while the next wave's first long prefill step
+runs queue behind it. No mean-field average describes that (the queue is a staircase of whole
+prefill steps), and nothing in it is random, so Tier A plays it: the ``C`` clients step by step
+under the engine's own rule, each step costed as the simulator costs it
+(:class:`~servesize.core.steptime.fast.FastStepTime` on the features of
+``servesize.core.simulation.adapters``: prefill tokens, chunks, attention work, decodes and
+their contexts ``Σ (computed + 1)``), and stretches of pure-decode steps in one call:
+
+* ``chunked`` (vLLM v1, ``vllm-project/vllm:vllm/v1/core/sched/scheduler.py: schedule``):
+  running requests first — one token per decode, then the unfinished prompts — and waiting
+  prompts FCFS in the budget left, ``M − d`` tokens with ``d`` decodes, up to ``max_num_seqs``;
+* ``whole_prompt`` (TensorRT-LLM's PyTorch flow, ``enable_chunked_prefill = False``): the same,
+  but a waiting prompt is admitted only whole (``P ≤`` the budget left; FCFS, so the head that
+  does not fit blocks the rest);
+* ``prefill_first`` (SGLang, ``sgl-project/sglang:python/sglang/srt/managers/scheduler.py:
+  get_next_batch_to_run``): a step of prefills only (unfinished chunks first, then waiting
+  prompts, chunked, within ``M``) whenever one can run, the decodes waiting; else one decode step
+  of every running request.
+
+With TensorRT-LLM's overlap scheduler (``output_delay_steps = 1``, as the simulator's
+``SchedulerConfig``) a request computes one hidden token more: its first token comes out one of
+its own decode steps after its prefill and it leaves after the extra step. A client sends again
+``Z`` (the request overhead) after its response, as the simulator's closed loop does; TTFT and
+E2E include ``Z`` once, TPOT is ``(E2E − TTFT)/(n − 1)``. Means are over every client's
+requests after its first :data:`WARMUP_CYCLES` (the wave from an idle engine, and the one that
+settles); the loop runs :data:`CYCLES` requests per client, later clients' next requests loading
+the engine while the last measured ones finish, as a simulation's cool-down requests do.
+
+Validity: exact for the simulator's rules when the engine holds every client
+(:func:`~servesize.core.steptime.serving.closed_loop` uses it only for ``C ≤ L_cap``); KV blocks
+are not tracked (no preemption), so a loop whose peak ``C·(P + n)`` exceeds the KV cache is
+costed as if it fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from servesize.core.steptime.fast import fast_step_time
+from servesize.core.steptime.model import StepTimeModel
+
+__all__ = [
+    "CYCLES",
+    "WARMUP_CYCLES",
+    "WAVE_POLICIES",
+    "LockstepLoop",
+    "WavePolicy",
+    "engine_wave_policy",
+    "lockstep_loop",
+]
+
+CYCLES = 8
+"""Requests each client sends in :func:`lockstep_loop`."""
+WARMUP_CYCLES = 2
+"""Leading requests per client left out of the means: the first wave starts from an idle
+engine, and the waves take a cycle or two to settle into their periodic pattern."""
+
+WavePolicy = Literal["chunked", "whole_prompt", "prefill_first"]
+WAVE_POLICIES: dict[str, WavePolicy] = {
+    "vllm_v1": "chunked",
+    "sarathi": "chunked",
+    "no_chunking": "whole_prompt",
+    "prefill_first": "prefill_first",
+}
+"""The simulator's scheduling policies (``SchedulingPolicy``) by the wave rule they follow."""
+_ENGINE_POLICY: dict[str, WavePolicy] = {
+    "vllm": "chunked",
+    "sglang": "prefill_first",
+    "trtllm": "whole_prompt",
+}
+
+
+def engine_wave_policy(engine: str) -> WavePolicy:
+    """The wave rule of an engine's default scheduler (the simulator's ``ENGINE_SCHEDULERS``).
+
+    >>> engine_wave_policy("sglang"), engine_wave_policy("trtllm"), engine_wave_policy("x")
+    ('prefill_first', 'whole_prompt', 'chunked')
+    """
+    return _ENGINE_POLICY.get(engine, "chunked")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockstepLoop:
+    """Means over the measured requests (client-side: the request overhead included)."""
+
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    request_rate_per_s: float
+    first_wave_ttft_s: float
+    """Mean TTFT of the first request of every client (the wave from an idle engine)."""
+    cycle_ttft_s: tuple[float, ...] = ()
+    """Mean TTFT of every client's ``k``-th request, ``k = 1, 2, …`` (request overhead in)."""
+    cycle_tpot_s: tuple[float, ...] = ()
+    """Mean TPOT of every client's ``k``-th request."""
+
+
+_IDLE, _QUEUED, _PREFILL, _DECODE = 0, 1, 2, 3
+
+
+class _Loop:
+    """``C`` identical clients against one engine, stepped by the engine's rule."""
+
+    def __init__(
+        self,
+        model: StepTimeModel,
+        *,
+        clients: int,
+        prompt: int,
+        output: int,
+        policy: WavePolicy,
+        delay: int,
+        budget: int,
+        max_seqs: int,
+        overhead_s: float,
+    ) -> None:
+        self.fast = fast_step_time(model)
+        self.c, self.p, self.policy = clients, prompt, policy
+        self.after = output - 1 + delay  # decodes after the prefill (one hidden with δ = 1)
+        self.delay, self.budget, self.max_seqs, self.z = delay, budget, max_seqs, overhead_s
+        self.phase = np.full(clients, _QUEUED, dtype=np.int64)
+        self.arrive = np.zeros(clients)
+        self.order = np.arange(clients, dtype=np.float64)  # admission / FCFS order
+        self.comp = np.zeros(clients, dtype=np.int64)  # prompt tokens computed
+        self.left = np.zeros(clients, dtype=np.int64)  # decodes left
+        self.first = np.zeros(clients)
+        self.t = 0.0
+        self.seq = float(clients)
+        self.ttft: list[np.ndarray] = []
+        self.e2e: list[np.ndarray] = []
+        self.cycle: list[np.ndarray] = []
+        self.done = np.zeros(clients, dtype=np.int64)
+
+    def _queue(self) -> None:
+        arrived = (self.phase == _IDLE) & (self.arrive <= self.t)
+        self.phase[arrived] = _QUEUED
+
+    def _step_s(self, chunks: list[tuple[int, int]], decodes: np.ndarray) -> float:
+        """The simulator's step cost (``servesize.core.simulation.adapters``: the same
+        features, the same reconstruction of the cached context from the attention work)."""
+        b = float(decodes.size)
+        ctx = float(np.sum(self.p + (self.after - self.left[decodes]))) + b
+        if not chunks:
+            return self.fast.step_s(0.0, 0.0, 0.0, 0.0, b, max(ctx, b))
+        t_p = float(sum(c[0] for c in chunks))
+        work = float(sum(c[0] * (c[1] + 0.5 * c[0]) for c in chunks))
+        n_chunks = max(float(len(chunks)), 1.0)
+        cached = n_chunks * work / t_p - t_p / 2.0
+        return self.fast.step_s(t_p, n_chunks, max(cached, 0.0), work + t_p / 2.0, b, max(ctx, b))
+
+    def step(self) -> None:
+        """Plan, cost and apply one step (or a run of pure-decode steps)."""
+        self._queue()
+        ph = self.phase
+        running = np.flatnonzero((ph == _PREFILL) | (ph == _DECODE))
+        running = running[np.argsort(self.order[running], kind="stable")]
+        queued = np.flatnonzero(ph == _QUEUED)
+        queued = queued[np.argsort(self.order[queued], kind="stable")]
+        decodes = running[ph[running] == _DECODE]
+        partial = running[ph[running] == _PREFILL]
+        if not running.size and not queued.size:
+            self.t = float(np.min(self.arrive[ph == _IDLE]))
+            return
+        if not partial.size and not queued.size:
+            self._decode_run(decodes)
+            return
+        room = self.budget - (0 if self.policy == "prefill_first" else decodes.size)
+        chunks: list[tuple[int, int]] = []
+        touched: list[tuple[int, int]] = []
+        for r in partial.tolist():
+            take = min(self.p - int(self.comp[r]), room)
+            if take <= 0:
+                break
+            chunks.append((take, int(self.comp[r])))
+            touched.append((r, take))
+            room -= take
+        count = running.size
+        for r in queued.tolist():
+            if room <= 0 or count >= self.max_seqs:
+                break
+            if self.policy == "whole_prompt" and self.p > room:
+                break
+            take = min(self.p, room)
+            chunks.append((take, 0))
+            touched.append((r, take))
+            room -= take
+            count += 1
+            ph[r] = _PREFILL
+            self.order[r] = self.seq
+            self.seq += 1.0
+        if not chunks:
+            self._decode_run(decodes)
+            return
+        if self.policy == "prefill_first":
+            decodes = decodes[:0]
+        self.t += self._step_s(chunks, decodes)
+        self._emit(decodes)
+        for r, take in touched:
+            self.comp[r] += take
+            if self.comp[r] == self.p:
+                ph[r] = _DECODE
+                self.left[r] = self.after
+                if self.delay == 0:
+                    self.first[r] = self.t
+                if self.after == 0:
+                    self._exit(np.array([r]))
+
+    def _emit(self, decodes: np.ndarray) -> None:
+        if not decodes.size:
+            return
+        hidden = decodes[self.left[decodes] == self.after]
+        self.left[decodes] -= 1
+        if self.delay and hidden.size:
+            self.first[hidden] = self.t
+        gone = decodes[self.left[decodes] == 0]
+        if gone.size:
+            self._exit(gone)
+
+    def _exit(self, gone: np.ndarray) -> None:
+        self.ttft.append(self.first[gone] - self.arrive[gone])
+        self.e2e.append(np.full(gone.size, self.t) - self.arrive[gone])
+        self.cycle.append(self.done[gone].copy())
+        self.done[gone] += 1
+        self.phase[gone] = _IDLE
+        self.arrive[gone] = self.t + self.z
+        self.comp[gone] = 0
+
+    def _decode_run(self, decodes: np.ndarray) -> None:
+        """Pure-decode steps until a request finishes or the next arrival is due."""
+        steps = int(np.min(self.left[decodes]))
+        idle = self.phase == _IDLE
+        due = float(np.min(self.arrive[idle])) if np.any(idle) else math.inf
+        if self.delay:
+            steps = min(steps, 1) if np.any(self.left[decodes] == self.after) else steps
+        b = float(decodes.size)
+        ctx0 = float(np.sum(self.p + (self.after - self.left[decodes]))) + b
+        contexts = [ctx0 + k * b for k in range(steps)]
+        times = np.cumsum(self.fast.decode_steps_s(b, contexts))
+        # Steps end at decision times; an arrival is seen at the first one at or after it.
+        take = min(int(np.searchsorted(times, due - self.t, side="left")) + 1, steps)
+        hidden = decodes[self.left[decodes] == self.after]
+        self.t += float(times[take - 1])
+        if take > 1:
+            self.left[decodes] -= take - 1
+        if self.delay and hidden.size:
+            self.first[hidden] = self.t - float(times[take - 1] - times[0])
+        self._emit_last(decodes, hidden)
+
+    def _emit_last(self, decodes: np.ndarray, hidden: np.ndarray) -> None:
+        self.left[decodes] -= 1
+        gone = decodes[self.left[decodes] == 0]
+        if gone.size:
+            self._exit(gone)
+
+
+def lockstep_loop(
+    model: StepTimeModel,
+    *,
+    clients: int,
+    input_tokens: int,
+    output_tokens: int,
+    policy: WavePolicy,
+    overhead_s: float,
+    output_delay_steps: int = 0,
+    budget_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    requests_per_client: int = CYCLES,
+    warmup_per_client: int = WARMUP_CYCLES,
+) -> LockstepLoop:
+    """Play ``requests_per_client`` requests of every client (module docstring); the means
+    leave out the first ``warmup_per_client`` of each."""
+    if clients < 1 or input_tokens < 1 or output_tokens < 1:
+        raise ValueError("clients, input_tokens and output_tokens must all be >= 1")
+    if not 0 <= warmup_per_client < requests_per_client:
+        raise ValueError("warmup_per_client must be in [0, requests_per_client)")
+    dp = model.inventory.data_parallel_size
+    budget = budget_tokens or model.engine.max_num_batched_tokens * dp
+    seqs = max_num_seqs or model.engine.max_num_seqs * dp
+    if policy == "whole_prompt" and input_tokens > budget:
+        raise ValueError(f"a {input_tokens}-token prompt never fits a {budget}-token step whole")
+    loop = _Loop(
+        model,
+        clients=clients,
+        prompt=int(input_tokens),
+        output=int(output_tokens),
+        policy=policy,
+        delay=int(output_delay_steps),
+        budget=int(budget),
+        max_seqs=int(seqs),
+        overhead_s=overhead_s,
+    )
+    first_wave: np.ndarray | None = None
+    # Each iteration advances time by at least one step; a loop needs at most one per token.
+    limit = 4 * requests_per_client * clients * (input_tokens + output_tokens + 2)
+    while int(loop.done.min()) < requests_per_client:
+        limit -= 1
+        if limit < 0:
+            raise RuntimeError("the lock-step loop did not finish (internal error)")
+        loop.step()
+        if first_wave is None and int(loop.done.min()) >= 1:
+            first_wave = np.concatenate(loop.ttft)[:clients]
+    ttft = np.concatenate(loop.ttft)
+    e2e = np.concatenate(loop.e2e)
+    cycle = np.concatenate(loop.cycle)
+    n = output_tokens
+    every_tpot = (e2e - ttft) / (n - 1) if n > 1 else np.zeros_like(ttft)
+    per_ttft = tuple(
+        float(np.mean(ttft[cycle == k])) + overhead_s for k in range(requests_per_client)
+    )
+    per_tpot = tuple(float(np.mean(every_tpot[cycle == k])) for k in range(requests_per_client))
+    keep = (cycle >= warmup_per_client) & (cycle < requests_per_client)
+    ttft, e2e, tpot = ttft[keep], e2e[keep], every_tpot[keep]
+    return LockstepLoop(
+        ttft_s=float(np.mean(ttft)) + overhead_s,
+        tpot_s=float(np.mean(tpot)),
+        e2e_s=float(np.mean(e2e)) + overhead_s,
+        request_rate_per_s=clients / (float(np.mean(e2e)) + overhead_s),
+        first_wave_ttft_s=float(np.mean(first_wave if first_wave is not None else ttft))
+        + overhead_s,
+        cycle_ttft_s=per_ttft,
+        cycle_tpot_s=per_tpot,
+    )
