@@ -627,6 +627,11 @@ def main() -> None:
         help="with --holdout-steady / --write-intervals: evaluations per refit",
     )
     parser.add_argument(
+        "--check-intervals",
+        action="store_true",
+        help="the shipped intervals on out-of-sample rows of the current model (bench.intervals)",
+    )
+    parser.add_argument(
         "--from-residuals",
         action="store_true",
         help=f"with --write-intervals: reuse {RESIDUALS_CSV.name} instead of refitting (seconds)",
@@ -636,6 +641,10 @@ def main() -> None:
         from bench.offline import print_offline
 
         print_offline()
+    elif args.check_intervals:
+        from bench.intervals import print_check
+
+        print_check()
     elif args.from_residuals:
         report_intervals(
             read_residuals(RESIDUALS_CSV), write=args.write_intervals, command="--from-residuals"

@@ -15,7 +15,8 @@ kernel sources (docs/modeling.md §5.5):
 
 Deployment of a row (the page's ``llm_options.yml``): TensorRT-LLM PyTorch backend, ModelOpt
 FP8 or NVFP4 weights, FP8 KV cache, ``kv_cache_free_gpu_mem_fraction`` 0.95,
-``max_num_tokens`` 8192, ``max_batch_size`` 2048, CUDA graphs on; dense models at TP as
+``max_batch_size`` and ``max_num_tokens`` from ``trtllm-bench``'s heuristic
+(:func:`servesize.calibration.offline.trtllm_bench_settings`), CUDA graphs on; dense models at TP as
 listed, MoE models with attention data-parallel over the GPUs (TP 1 per rank) and experts
 over all of them. Rows with pipeline parallelism are skipped: Tier A runs one micro-batch
 through every stage (§2.1), so it cannot predict the throughput of a filled pipeline.
@@ -32,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from servesize.calibration.kernel_tables import tables_for_gpu
+from servesize.calibration.offline import trtllm_bench_settings
 from servesize.core.architecture import Architecture, QuantizationSpec
 from servesize.core.hardware import DEFAULT_BANDWIDTH_EFFICIENCY, HardwareSpec
 from servesize.core.memory import Deployment
@@ -97,8 +99,6 @@ NVFP4_CHECKPOINT = QuantizationSpec(
 """The ModelOpt NVFP4 checkpoints of the FP4 rows (``hf_quant_config.json``: ``quant_algo``
 NVFP4, group 16, ``exclude_modules`` lm_head): W4A4, so GEMMs run at the FP4 peak."""
 KV_CACHE_FREE_GPU_MEM_FRACTION = 0.95
-MAX_NUM_TOKENS = 8192
-MAX_BATCH_SIZE = 2048
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,14 +165,20 @@ def _checkpoint(row: GpuOfflineRow, arch: Architecture) -> Architecture:
     return arch
 
 
-def _deployment(row: GpuOfflineRow, arch: Architecture) -> Deployment:
+def _deployment(row: GpuOfflineRow, arch: Architecture, hardware: HardwareSpec) -> Deployment:
+    max_batch_size, max_num_tokens = trtllm_bench_settings(
+        row,
+        arch,
+        hardware.memory_bytes,
+        weight_bytes_per_parameter=0.5 if row.precision == "FP4" else 1.0,
+    )
     common = {
         "engine": "trtllm",
         "quantization": None if arch.quantization is not None else "fp8",
         "kv_cache_dtype": "fp8",
         "gpu_memory_utilization": KV_CACHE_FREE_GPU_MEM_FRACTION,
-        "max_num_seqs": MAX_BATCH_SIZE,
-        "max_num_batched_tokens": MAX_NUM_TOKENS,
+        "max_num_seqs": max_batch_size,
+        "max_num_batched_tokens": max_num_tokens,
         "max_model_len": row.input_tokens + row.output_tokens,
     }
     if any(layer.mlp.kind == "moe" for layer in arch.layers):
@@ -212,7 +218,7 @@ def predict_gpu_offline(
                 tables[gpu_id] = scaled_h100_tables(spec)
             measured = tables[gpu_id]
         arch = _checkpoint(row, architectures[model_id])
-        replica = compile_replica(arch, spec, _deployment(row, arch), measured)
+        replica = compile_replica(arch, spec, _deployment(row, arch, spec), measured)
         memory = replica.memory
         kv_tokens = memory.kv_blocks * memory.kv_block_size * memory.deployment.data_parallel_size
         est = max_throughput(

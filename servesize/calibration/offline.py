@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from servesize.core.steptime import EngineProfile, MeasuredProfile, max_throughp
 __all__ = [
     "OFFLINE_CSV",
     "OFFLINE_MODELS",
+    "BenchShape",
     "MoeLayout",
     "OfflinePrediction",
     "OfflineRow",
@@ -161,8 +162,25 @@ def _round_up(value: float, step: int) -> int:
     return step * math.ceil(value / step)
 
 
+class BenchShape(Protocol):
+    """What ``trtllm-bench``'s heuristic reads of a run: its layout and lengths."""
+
+    @property
+    def tensor_parallel_size(self) -> int: ...
+    @property
+    def pipeline_parallel_size(self) -> int: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+
+
 def trtllm_bench_settings(
-    row: OfflineRow, arch: Architecture, device_memory_bytes: int
+    row: BenchShape,
+    arch: Architecture,
+    device_memory_bytes: int,
+    *,
+    weight_bytes_per_parameter: float = 1.0,
 ) -> tuple[int, int]:
     """``(max_batch_size, max_num_tokens)`` as ``trtllm-bench throughput`` picks them when the
     command gives neither.
@@ -170,7 +188,8 @@ def trtllm_bench_settings(
     Mirrors ``tensorrt_llm/bench/build/tuning.py: calc_engine_setting`` and
     ``finetune_setting`` and the no-chunking floor of
     ``tensorrt_llm/bench/benchmark/utils/general.py: get_settings``: KV bytes per token
-    ``2·L·max(TP, n_kv)·d_head`` at one byte (FP8 KV), engine size ``params`` bytes (FP8),
+    ``2·L·max(TP, n_kv)·d_head`` at one byte (FP8 KV), engine size ``params ·
+    weight_bytes_per_parameter`` (1 for FP8, 0.5 for NVFP4: its ``BYTES_PER_ELEM``),
     ``requests = 0.95·(GPUs·memory − engine) / (bytes_per_token·(ISL + OSL))``;
     ``bs = min(requests, 4096)/PP`` rounded up to 32 (min 64) below 256, to 128 below 1024,
     else to 256; ``tokens = min(bs·(1 + ISL/OSL), 32768)`` rounded up to 256 (min 2048) below
@@ -182,7 +201,7 @@ def trtllm_bench_settings(
         for layer in arch.layers
         if isinstance(layer.mixer, MultiHeadAttention)
     )
-    engine_bytes = count_parameters(arch).total
+    engine_bytes = count_parameters(arch).total * weight_bytes_per_parameter
     available_bytes = device_memory_bytes * tp * pp - engine_bytes
     requests = (
         KV_CACHE_FREE_GPU_MEM_FRACTION
