@@ -544,10 +544,21 @@ def _print_coverage(rows: list[HeldOutRow]) -> None:
             print(f"  {group:<8} {cov.rows:>5}  {cells}")
 
 
-def steady_holdout(evaluations: int, *, engines: bool, write: bool) -> None:
+def steady_holdout(
+    evaluations: int, *, engines: bool, write: bool, outside_only: bool = False
+) -> None:
     """The steady-state tier out of sample (module docstring); ``write``: the held-out rows to
-    :data:`RESIDUALS_CSV` and the intervals to :data:`INTERVALS_JSON`."""
+    :data:`RESIDUALS_CSV` and the intervals to :data:`INTERVALS_JSON`. ``outside_only``: only
+    the rows of the catalogue models outside the calibration set under the shipped constants,
+    no refit (seconds; the refits take hours with the lock-step Tier A)."""
     archs = architectures()
+    if outside_only:
+        rows = outside_models(archs)
+        if write:
+            write_residuals(rows, RESIDUALS_CSV)
+            print(f"wrote {RESIDUALS_CSV}")
+        report_intervals(rows, write=write, command="--outside-only")
+        return
     rows = leave_one_model_out(archs, max_evaluations=evaluations, log=print)
     rows += outside_models(archs)
     if engines:
@@ -627,6 +638,12 @@ def main() -> None:
         help="with --holdout-steady / --write-intervals: evaluations per refit",
     )
     parser.add_argument(
+        "--outside-only",
+        action="store_true",
+        help="with --write-intervals: residuals of the models outside the calibration set only, "
+        "shipped constants, no refit (seconds)",
+    )
+    parser.add_argument(
         "--check-intervals",
         action="store_true",
         help="the shipped intervals on out-of-sample rows of the current model (bench.intervals)",
@@ -651,7 +668,10 @@ def main() -> None:
         )
     elif args.holdout_steady or args.write_intervals:
         steady_holdout(
-            args.holdout_evaluations, engines=args.holdout_steady, write=args.write_intervals
+            args.holdout_evaluations,
+            engines=args.holdout_steady,
+            write=args.write_intervals,
+            outside_only=args.outside_only,
         )
     elif args.simulate and args.holdout:
         simulated_holdout(args.sim_evaluations, args.stride)

@@ -37,7 +37,7 @@ from servesize.calibration.report import CALIBRATION_MODELS
 from servesize.calibration.serving_rows import E2E_SERVING_CSV, load_serving_measurements
 from servesize.core.architecture import Architecture
 from servesize.core.steptime import EngineProfile, StepTimeModel, engine_profile
-from servesize.core.steptime.engines import FITTED_FIELDS
+from servesize.core.steptime.engines import FITTED_FIELDS, SIMULATOR_ENGINE_PROFILES
 from servesize.core.uncertainty import (
     METRICS,
     PredictionIntervals,
@@ -223,10 +223,11 @@ def leave_one_model_out(
 
 
 def outside_models(archs: Mapping[str, Architecture]) -> list[HeldOutRow]:
-    """Rows of the catalogue models outside :data:`CALIBRATION_MODELS`, shipped constants."""
+    """Rows of the catalogue models outside :data:`CALIBRATION_MODELS` under the shipped
+    constants: :data:`SIMULATOR_ENGINE_PROFILES`, the set both tiers step with."""
     outside = {k: v for k, v in archs.items() if k not in CALIBRATION_MODELS}
     cases, compiled = _steady(outside)
-    return _rows("outside", cases, compiled, outside, None)
+    return _rows("outside", cases, compiled, outside, SIMULATOR_ENGINE_PROFILES)
 
 
 def _with_constants(target: EngineProfile, source: EngineProfile) -> EngineProfile:
@@ -396,8 +397,13 @@ def interval_data(
             **generated,
             "inputs": inputs,
             "residuals": "ln(measured / predicted) of steady-state rows predicted out of "
-            "sample: calibration models left out of a refit of their engine's constants, "
-            "and catalogue models outside the calibration set with the shipped constants",
+            "sample: "
+            + (
+                "catalogue models outside the calibration set with the shipped constants"
+                if all(r.split == "outside" for r in used)
+                else "calibration models left out of a refit of their engine's constants, "
+                "and catalogue models outside the calibration set with the shipped constants"
+            ),
             "quantiles": "Hyndman-Fan type 7 by engine/family, engine/* and */*; a model with "
             "held-out rows takes the most specific group holding it with min_rows rows, any "
             "other model */*",
@@ -406,11 +412,14 @@ def interval_data(
         **_interval_groups(used, coverages, min_rows),
         "domain": {
             **_domain(archs, used),
+            # Leaving a model out needs residuals of another: with one model, unmeasured.
             "new_model_coverage": {
                 str(c): {m: _round(cov.inside[m][c] / cov.rows) for m in METRICS}
                 for cov in coverage_check(used, lambda r: "all", coverages, min_rows).values()
                 for c in coverages
-            },
+            }
+            if len({r.model_id for r in used}) > 1
+            else {},
         },
     }
 

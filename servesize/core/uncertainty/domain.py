@@ -103,6 +103,8 @@ def _new_model(domain: ValidatedDomain, engine: str, model: str) -> str:
             f"; on models left out of the residuals the {level:.0%} bands held only {cells}"
             " of the measurements"
         )
+    else:
+        text += "; how such bands cover a model never seen is not measured"
     return text
 
 
