@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from servesize.calibration.kernel_tables import tables_for_gpu
-from servesize.calibration.offline import trtllm_bench_settings
+from servesize.calibration.offline import pooled_max_throughput, trtllm_bench_settings
 from servesize.core.architecture import Architecture, QuantizationSpec
 from servesize.core.hardware import DEFAULT_BANDWIDTH_EFFICIENCY, HardwareSpec
 from servesize.core.memory import Deployment
@@ -42,7 +42,6 @@ from servesize.core.steptime import (
     DEFAULT_GEMM_EFFICIENCY_BY_DTYPE,
     DEFAULT_KERNEL_FLOOR_S,
     MeasuredProfile,
-    max_throughput,
 )
 
 __all__ = [
@@ -219,14 +218,7 @@ def predict_gpu_offline(
             measured = tables[gpu_id]
         arch = _checkpoint(row, architectures[model_id])
         replica = compile_replica(arch, spec, _deployment(row, arch, spec), measured)
-        memory = replica.memory
-        kv_tokens = memory.kv_blocks * memory.kv_block_size * memory.deployment.data_parallel_size
-        est = max_throughput(
-            replica.step_model,
-            input_tokens=row.input_tokens,
-            output_tokens=row.output_tokens,
-            kv_capacity_tokens=kv_tokens,
-        )
+        est = pooled_max_throughput(replica, row)
         out.append(
             GpuOfflinePrediction(
                 row=row,

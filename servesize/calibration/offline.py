@@ -40,7 +40,7 @@ from servesize.core.architecture import Architecture, MultiHeadAttention, count_
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment
 from servesize.core.replica import Replica, compile_replica
-from servesize.core.steptime import EngineProfile, MeasuredProfile, max_throughput
+from servesize.core.steptime import EngineProfile, MeasuredProfile, ServingEstimate, max_throughput
 
 __all__ = [
     "OFFLINE_CSV",
@@ -52,6 +52,7 @@ __all__ = [
     "OfflineSummary",
     "load_offline_rows",
     "offline_deployment",
+    "pooled_max_throughput",
     "predict_offline",
     "summarise_offline",
     "trtllm_bench_settings",
@@ -276,6 +277,19 @@ def _replica(
     return compile_replica(arch, hardware, deployment, measured, engine)
 
 
+def pooled_max_throughput(replica: Replica, row: BenchShape) -> ServingEstimate:
+    """``max_throughput`` of ``replica`` at the row's lengths with the KV pool of every
+    data-parallel rank (``kv_blocks · block_size · DP``, the pool the group admits into)."""
+    memory = replica.memory
+    kv_tokens = memory.kv_blocks * memory.kv_block_size * memory.deployment.data_parallel_size
+    return max_throughput(
+        replica.step_model,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        kv_capacity_tokens=kv_tokens,
+    )
+
+
 def predict_offline(
     rows: Iterable[OfflineRow],
     architectures: Mapping[str, Architecture],
@@ -297,15 +311,8 @@ def predict_offline(
         if row.gpu != hardware.name or model_id is None or model_id not in architectures:
             continue
         arch = architectures[model_id]
-        replica = _replica(row, arch, hardware, measured, engine, moe_layout)
-        memory = replica.memory
-        dp = memory.deployment.data_parallel_size
-        kv_tokens = memory.kv_blocks * memory.kv_block_size * dp
-        est = max_throughput(
-            replica.step_model,
-            input_tokens=row.input_tokens,
-            output_tokens=row.output_tokens,
-            kv_capacity_tokens=kv_tokens,
+        est = pooled_max_throughput(
+            _replica(row, arch, hardware, measured, engine, moe_layout), row
         )
         out.append(
             OfflinePrediction(
