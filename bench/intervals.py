@@ -14,7 +14,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from servesize.calibration.holdout import COVERAGES, HeldOutRow, outside_models
+from servesize.calibration.holdout import COVERAGES, HeldOutRow, band_holds, outside_models
 from servesize.core.uncertainty import METRICS, PredictionIntervals
 
 INTERVALS_JSON = (
@@ -30,16 +30,7 @@ def inside_counts(
     for r in rows:
         for metric in METRICS:
             for c in COVERAGES:
-                band = table.latency(
-                    metric,
-                    r.value(metric, predicted=True),
-                    engine=r.engine,
-                    family=r.family,
-                    coverage=c,
-                    model=r.model_id,
-                )
-                hit = band is not None and band.low <= r.value(metric, predicted=False) <= band.high
-                counts[r.engine][(metric, c)] += int(hit)
+                counts[r.engine][(metric, c)] += int(band_holds(table, r, metric, c))
     return counts
 
 

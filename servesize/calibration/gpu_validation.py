@@ -25,7 +25,6 @@ through every stage (§2.1), so it cannot predict the throughput of a filled pip
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from servesize.calibration.kernel_tables import tables_for_gpu
-from servesize.calibration.offline import pooled_max_throughput, trtllm_bench_settings
+from servesize.calibration.offline import (
+    offline_deployment,
+    pooled_max_throughput,
+    summarise_offline,
+)
 from servesize.core.architecture import Architecture, QuantizationSpec
 from servesize.core.hardware import DEFAULT_BANDWIDTH_EFFICIENCY, HardwareSpec
 from servesize.core.memory import Deployment
@@ -97,7 +100,6 @@ NVFP4_CHECKPOINT = QuantizationSpec(
 )
 """The ModelOpt NVFP4 checkpoints of the FP4 rows (``hf_quant_config.json``: ``quant_algo``
 NVFP4, group 16, ``exclude_modules`` lm_head): W4A4, so GEMMs run at the FP4 peak."""
-KV_CACHE_FREE_GPU_MEM_FRACTION = 0.95
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,29 +167,12 @@ def _checkpoint(row: GpuOfflineRow, arch: Architecture) -> Architecture:
 
 
 def _deployment(row: GpuOfflineRow, arch: Architecture, hardware: HardwareSpec) -> Deployment:
-    max_batch_size, max_num_tokens = trtllm_bench_settings(
+    return offline_deployment(
         row,
         arch,
-        hardware.memory_bytes,
+        device_memory_bytes=hardware.memory_bytes,
         weight_bytes_per_parameter=0.5 if row.precision == "FP4" else 1.0,
     )
-    common = {
-        "engine": "trtllm",
-        "quantization": None if arch.quantization is not None else "fp8",
-        "kv_cache_dtype": "fp8",
-        "gpu_memory_utilization": KV_CACHE_FREE_GPU_MEM_FRACTION,
-        "max_num_seqs": max_batch_size,
-        "max_num_batched_tokens": max_num_tokens,
-        "max_model_len": row.input_tokens + row.output_tokens,
-    }
-    if any(layer.mlp.kind == "moe" for layer in arch.layers):
-        return Deployment(
-            tensor_parallel_size=1,
-            data_parallel_size=row.num_gpus,
-            enable_expert_parallel=True,
-            **common,  # type: ignore[arg-type]
-        )
-    return Deployment(tensor_parallel_size=row.tensor_parallel_size, **common)  # type: ignore[arg-type]
 
 
 def predict_gpu_offline(
@@ -232,15 +217,8 @@ def predict_gpu_offline(
 
 def summarise(predictions: Sequence[GpuOfflinePrediction]) -> tuple[int, float, float, float]:
     """``(count, MAPE, median APE, mean signed error)`` in percent."""
-    if not predictions:
-        return 0, math.nan, math.nan, math.nan
-    signed = np.array([p.error_percent for p in predictions])
-    return (
-        int(signed.size),
-        float(np.abs(signed).mean()),
-        float(np.median(np.abs(signed))),
-        float(signed.mean()),
-    )
+    s = summarise_offline(predictions)
+    return s.count, s.mape, s.median, s.mean_signed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -51,6 +51,7 @@ __all__ = [
     "MIN_ROWS",
     "SYSTEM_GPUS",
     "HeldOutRow",
+    "band_holds",
     "by_model",
     "by_row",
     "coverage_check",
@@ -442,6 +443,19 @@ def by_row(index: int, row: HeldOutRow, folds: int = 10) -> str:
     return str(index % folds)
 
 
+def band_holds(table: PredictionIntervals, row: HeldOutRow, metric: str, coverage: float) -> bool:
+    """Whether ``row``'s measured ``metric`` lies in the band ``table`` gives its prediction."""
+    band = table.latency(
+        metric,
+        row.value(metric, predicted=True),
+        engine=row.engine,
+        family=row.family,
+        coverage=coverage,
+        model=row.model_id,
+    )
+    return band is not None and band.low <= row.value(metric, predicted=False) <= band.high
+
+
 def coverage_check(
     rows: Sequence[HeldOutRow],
     key: Callable[[HeldOutRow], str],
@@ -464,17 +478,7 @@ def coverage_check(
             totals[k] += 1
             for metric in METRICS:
                 for c in coverages:
-                    band = table.latency(
-                        metric,
-                        r.value(metric, predicted=True),
-                        engine=r.engine,
-                        family=r.family,
-                        coverage=c,
-                        model=r.model_id,
-                    )
-                    hit = band is not None and (
-                        band.low <= r.value(metric, predicted=False) <= band.high
-                    )
+                    hit = band_holds(table, r, metric, c)
                     slot = counts.setdefault(k, {}).setdefault(metric, {})
                     slot[c] = slot.get(c, 0) + int(hit)
     return {k: Coverage(rows=totals[k], inside=counts[k]) for k in sorted(totals)}

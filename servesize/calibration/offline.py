@@ -50,6 +50,8 @@ __all__ = [
     "OfflinePrediction",
     "OfflineRow",
     "OfflineSummary",
+    "PublishedRun",
+    "ThroughputError",
     "load_offline_rows",
     "offline_deployment",
     "pooled_max_throughput",
@@ -226,16 +228,33 @@ def trtllm_bench_settings(
     return batch, max(tokens, row.input_tokens + batch)
 
 
+class PublishedRun(BenchShape, Protocol):
+    """A published ``trtllm-bench`` run: its layout, lengths and GPU count."""
+
+    @property
+    def num_gpus(self) -> int: ...
+
+
+class ThroughputError(Protocol):
+    """A prediction of a published throughput."""
+
+    @property
+    def error_percent(self) -> float: ...
+
+
 def offline_deployment(
-    row: OfflineRow,
+    row: PublishedRun,
     arch: Architecture,
     *,
     device_memory_bytes: int = 80 * 10**9,
     moe_layout: MoeLayout = "attention_dp",
+    weight_bytes_per_parameter: float = 1.0,
 ) -> Deployment:
     """The deployment ``trtllm-bench`` ran for ``row`` on GPUs of ``device_memory_bytes``
-    (module docstring)."""
-    max_batch_size, max_num_tokens = trtllm_bench_settings(row, arch, device_memory_bytes)
+    (module docstring); ``weight_bytes_per_parameter`` as :func:`trtllm_bench_settings`."""
+    max_batch_size, max_num_tokens = trtllm_bench_settings(
+        row, arch, device_memory_bytes, weight_bytes_per_parameter=weight_bytes_per_parameter
+    )
     common = {
         "engine": "trtllm",
         "quantization": None if arch.quantization is not None else "fp8",
@@ -327,7 +346,7 @@ def predict_offline(
     return out
 
 
-def summarise_offline(predictions: Sequence[OfflinePrediction]) -> OfflineSummary:
+def summarise_offline(predictions: Sequence[ThroughputError]) -> OfflineSummary:
     """MAPE, median and p90 of the absolute percentage errors, and the mean signed error."""
     if not predictions:
         return OfflineSummary(count=0, mape=math.nan, median=math.nan, p90=math.nan,
