@@ -6,6 +6,7 @@ catalogue model and a datasheet GPU, through the same replica compiler as the AP
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -318,13 +319,22 @@ def _print_summary(summary: SimulationSummary, title: str) -> None:
     )
 
 
+def _finite(value: float | None) -> float | None:
+    """Refuse NaN and infinities as a usage error (exit 2), as click refuses other bad numbers."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
 @app.command()
 def simulate(
     model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
     gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
     rate: Annotated[
         float | None,
-        typer.Option(min=1e-6, max=1e6, help="Open loop: Poisson arrivals per second."),
+        typer.Option(
+            min=1e-6, max=1e6, callback=_finite, help="Open loop: Poisson arrivals per second."
+        ),
     ] = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, max=100_000, help="Closed loop: concurrent clients.")
