@@ -2,7 +2,7 @@
 
 - ``bench``: time matmuls, memory copies, kernel launches and all-reduces on this machine;
 - ``endpoint``: load-test a live OpenAI-compatible streaming endpoint;
-- ``ingest``: convert vllm bench serve / GuideLLM / AIPerf result files;
+- ``ingest``: convert vllm bench serve / GuideLLM / AIPerf / inference-perf / llm-d result files;
 - ``upload``: send a file saved with ``--out`` (same idempotency key, so never stored twice).
 """
 
@@ -31,7 +31,7 @@ from servesize.agent.endpoint import (
     Slo,
     benchmark_endpoint,
 )
-from servesize.agent.ingest import IngestFormat, ingest_files
+from servesize.agent.ingest import IngestFormat, gaps, ingest_files
 from servesize.agent.probes import NumpyCpuProbe, Probe
 from servesize.agent.upload import SavedMeasurement, UploadError, upload
 from servesize.schemas.measurements import (
@@ -269,7 +269,8 @@ def bench(
 
 
 def _ms(stats: LatencyStats | None, percentile: Literal["p50", "p99"]) -> str:
-    return f"{getattr(stats, percentile) * 1e3:,.1f}" if stats is not None else "—"
+    value = getattr(stats, percentile) if stats is not None else None
+    return f"{value * 1e3:,.1f}" if value is not None else "—"
 
 
 def _print_levels(benchmark: EndpointBenchmark) -> None:
@@ -456,13 +457,16 @@ def ingest(
     token: Token = None,
     profile: ProfileId = None,
 ) -> None:
-    """Convert vllm bench serve, GuideLLM or AIPerf results into an endpoint benchmark."""
+    """Convert vllm bench serve, GuideLLM, AIPerf, inference-perf or llm-d results into an
+    endpoint benchmark; percentiles a file lacks are stored as absent and listed."""
     try:
         result = ingest_files(files, fmt, model=model)
     except (ValueError, TypeError, OSError) as exc:  # IngestError and pydantic's are ValueErrors
         _error(f"[red]cannot ingest[/red] {escape(str(exc))}")
         raise typer.Exit(1) from exc
     _print_levels(result)
+    for line in gaps(result):
+        _error(f"[yellow]absent[/yellow] {escape(line)}")
     payload = MeasurementUpload(
         provenance=_endpoint_provenance(gpu_name=gpu_name, gpu_count=gpu_count),
         endpoint_benchmarks=[result],

@@ -85,13 +85,23 @@ class CollectiveResult(RequestModel):
 
 
 class LatencyStats(RequestModel):
-    """Summary of a latency sample, in seconds."""
+    """Summary of a latency sample, in seconds. A percentile the source did not report (e.g.
+    ``vllm bench serve`` saves only p99 by default) is ``None``, never guessed; ``std``,
+    ``min`` and ``max`` are optional for the same reason."""
 
     mean: float = Field(ge=0)
-    p50: float = Field(ge=0)
-    p90: float = Field(ge=0)
-    p95: float = Field(ge=0)
-    p99: float = Field(ge=0)
+    p50: float | None = Field(default=None, ge=0)
+    p90: float | None = Field(default=None, ge=0)
+    p95: float | None = Field(default=None, ge=0)
+    p99: float | None = Field(default=None, ge=0)
+    std: float | None = Field(default=None, ge=0)
+    min: float | None = Field(default=None, ge=0)
+    max: float | None = Field(default=None, ge=0)
+
+    @property
+    def absent(self) -> list[str]:
+        """The percentiles (``p50``, ``p90``, ``p95``, ``p99``) the source did not report."""
+        return [p for p in ("p50", "p90", "p95", "p99") if getattr(self, p) is None]
 
 
 class EndpointLevel(RequestModel):
@@ -113,6 +123,16 @@ class EndpointLevel(RequestModel):
     throughput_requests_per_s: float = Field(ge=0)
     throughput_output_tokens_per_s: float = Field(ge=0)
     goodput_requests_per_s: float | None = Field(default=None, ge=0)
+    throughput_input_tokens_per_s: float | None = Field(default=None, ge=0)
+    throughput_total_tokens_per_s: float | None = Field(
+        default=None, ge=0, description="(input + output tokens of completed requests) / duration"
+    )
+    mean_input_tokens: float | None = Field(
+        default=None,
+        ge=0,
+        description="Mean prompt length of completed requests, as counted by the server",
+    )
+    mean_output_tokens: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> EndpointLevel:
@@ -131,7 +151,12 @@ class EndpointBenchmark(RequestModel):
     model: str = Field(min_length=1, max_length=255)
     engine: str | None = Field(default=None, max_length=64, examples=["vllm", "sglang"])
     engine_version: str | None = Field(default=None, max_length=64)
-    source: Literal["servesize-agent", "vllm-bench", "guidellm", "aiperf"] = "servesize-agent"
+    source: Literal[
+        "servesize-agent", "vllm-bench", "guidellm", "aiperf", "inference-perf", "llm-d"
+    ] = "servesize-agent"
+    warmup_requests: int | None = Field(
+        default=None, ge=0, description="Requests sent before each level and left out of it"
+    )
     input_tokens: int | None = Field(default=None, ge=1)
     output_tokens: int | None = Field(default=None, ge=1)
     levels: list[EndpointLevel] = Field(min_length=1, max_length=256)

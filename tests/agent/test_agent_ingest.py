@@ -14,10 +14,12 @@ from typer.testing import CliRunner
 
 from servesize.agent.cli import app
 from servesize.agent.ingest import (
+    PERCENTILES,
     IngestError,
     from_aiperf,
     from_guidellm,
     from_vllm_bench,
+    gaps,
     ingest_files,
     read_json_records,
 )
@@ -33,7 +35,9 @@ def _stats(mean: float, p50: float, p90: float, p95: float, p99: float) -> Laten
 
 def _approx(actual: LatencyStats | None, expected: LatencyStats) -> None:
     assert actual is not None
-    assert actual.model_dump() == pytest.approx(expected.model_dump(), rel=1e-9)
+    keys = ("mean", *PERCENTILES)
+    got = {k: getattr(actual, k) for k in keys}
+    assert got == pytest.approx({k: getattr(expected, k) for k in keys}, rel=1e-9)
 
 
 def _load(name: str) -> Any:
@@ -83,11 +87,17 @@ def test_vllm_bench_jsonl_rates_and_detailed_lists() -> None:
     _approx(second.e2e_s, _stats(1.1 / 3, 0.4, 0.48, 0.49, 0.498))
 
 
-def test_vllm_bench_without_percentiles_or_lists_is_refused() -> None:
+def test_vllm_bench_missing_percentile_is_stored_as_absent() -> None:
     record = _load("vllm_bench_concurrency4.json")
     del record["p90_ttft_ms"]
-    with pytest.raises(IngestError, match="--metric-percentiles 50,90,95,99"):
-        from_vllm_bench([record])
+    benchmark = from_vllm_bench([record])
+    ttft = benchmark.levels[0].ttft_s
+    assert ttft is not None
+    assert ttft.p90 is None
+    assert ttft.p99 == 0.080
+    (line,) = [g for g in gaps(benchmark) if "TTFT" in g]
+    assert "p90 absent" in line
+    assert "--metric-percentiles 50,90,95,99" in line
 
 
 def test_vllm_bench_infinite_rate_without_cap_is_one_burst() -> None:
