@@ -357,6 +357,9 @@ def endpoint(
     input_tokens: Annotated[int, typer.Option(min=1, help="Prompt length (approximate).")] = 512,
     output_tokens: Annotated[int, typer.Option(min=1, help="max_tokens per request.")] = 128,
     requests: Annotated[int, typer.Option(min=1, help="Requests per load level.")] = 100,
+    warmup: Annotated[
+        int, typer.Option(min=0, help="Warm-up requests before each level, not counted.")
+    ] = 0,
     timeout: Annotated[float, typer.Option(min=0.001, help="Per-request timeout, seconds.")] = 60.0,
     chat: Annotated[bool, typer.Option("--chat", help="Use /v1/chat/completions.")] = False,
     ignore_eos: Annotated[
@@ -427,6 +430,7 @@ def endpoint(
                 target,
                 levels,
                 requests=requests,
+                warmup_requests=warmup,
                 seed=seed,
                 slo=Slo(ttft_s=slo_ttft_s, tpot_s=slo_tpot_s),
                 engine=engine,

@@ -4,13 +4,19 @@ Per request, measured on the client with ``time.perf_counter`` (after ``vllm ben
 ``vllm-project/vllm:vllm/benchmarks/lib/endpoint_request_func.py``; ``clock`` replaces it, e.g.
 with a virtual event loop's ``loop.time`` in tests):
 
-- TTFT = arrival of the first SSE chunk carrying text − send time;
+- TTFT = arrival of the first SSE chunk carrying text − send time (queueing in the server
+  included, as the client sees it);
 - ITL gaps = times between consecutive text-carrying chunks (a chunk may hold more than one
-  token, so these are chunk gaps);
-- E2E = end of the stream (``data: [DONE]``) − send time;
+  token, so these are chunk gaps), pooled over requests;
+- E2E = arrival of the *last text-carrying chunk* − send time, as vLLM's
+  ``async_request_openai_completions`` sets ``latency = most_recent_timestamp − st`` (the
+  usage chunk and ``data: [DONE]`` that follow are not counted); so E2E = TTFT + Σ gaps;
 - output tokens N = ``usage.completion_tokens`` of the final chunk when the server reports it
-  (``stream_options.include_usage``), else the number of text-carrying chunks;
+  (``stream_options.include_usage``), else the number of text-carrying chunks; the prompt
+  length is ``usage.prompt_tokens`` (the server's count, not the requested length);
 - TPOT = (E2E − TTFT) / (N − 1), undefined for N = 1.
+
+Each level can be preceded by warm-up requests at the same load, left out of its figures.
 
 A request is ``ok`` when the stream ends with text and no error, ``timed_out`` when it does not
 finish within the timeout, ``failed`` otherwise (non-200 status, error chunk, broken stream).
@@ -134,6 +140,7 @@ class RequestRecord:
     ttft_s: float | None = None
     itl_s: tuple[float, ...] = ()
     output_tokens: int = 0
+    input_tokens: int | None = None
     error: str | None = None
 
     @property
@@ -200,6 +207,7 @@ async def send_request(
     start = clock()
     chunk_times: list[float] = []
     usage_tokens: int | None = None
+    prompt_tokens: int | None = None
 
     def record(status: RequestStatus, error: str | None = None) -> RequestRecord:
         end = clock()
@@ -211,10 +219,11 @@ async def send_request(
         return RequestRecord(
             status="ok",
             start_s=start - t0,
-            end_s=end - t0,
+            end_s=chunk_times[-1] - t0,  # the last text chunk, as vLLM's latency
             ttft_s=chunk_times[0] - start,
             itl_s=gaps,
             output_tokens=usage_tokens if usage_tokens is not None else len(chunk_times),
+            input_tokens=prompt_tokens,
         )
 
     try:
@@ -241,6 +250,8 @@ async def send_request(
                     usage = chunk.get("usage")
                     if isinstance(usage, dict) and usage.get("completion_tokens"):
                         usage_tokens = int(usage["completion_tokens"])
+                    if isinstance(usage, dict) and usage.get("prompt_tokens"):
+                        prompt_tokens = int(usage["prompt_tokens"])
     except (TimeoutError, httpx2.TimeoutException):
         return record("timed_out", f"no complete response within {target.timeout_s:g} s")
     except (httpx2.HTTPError, ValueError) as exc:  # ValueError covers malformed JSON
@@ -313,12 +324,22 @@ def arrival_offsets_s(*, rate_per_s: float, count: int, rng: np.random.Generator
 
 
 def latency_stats(values_s: Sequence[float]) -> LatencyStats | None:
-    """Mean and linear-interpolated percentiles (numpy's default method); ``None`` if empty."""
+    """Mean, population std (``np.std``, as vLLM's ``std_*_ms``), min, max and
+    linear-interpolated percentiles (numpy's default method); ``None`` if empty."""
     if not values_s:
         return None
     data = np.asarray(values_s, dtype=np.float64)
     p50, p90, p95, p99 = (float(v) for v in np.percentile(data, [50, 90, 95, 99]))
-    return LatencyStats(mean=float(data.mean()), p50=p50, p90=p90, p95=p95, p99=p99)
+    return LatencyStats(
+        mean=float(data.mean()),
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        std=float(data.std()),
+        min=float(data.min()),
+        max=float(data.max()),
+    )
 
 
 def summarize_level(
@@ -326,9 +347,14 @@ def summarize_level(
 ) -> EndpointLevel:
     """Aggregate one level. Latency distributions use the ``ok`` requests; every request,
     failed or timed out, counts in ``requests`` and its time stays in ``duration_s``, so
-    throughput = completed / duration and goodput = (ok and within SLO) / duration."""
+    throughput = completed / duration and goodput = (ok and within SLO) / duration. Input
+    tokens/s = Σ ``usage.prompt_tokens`` of ``ok`` requests / duration (``None`` if the server
+    reported none); total = (input + output) / duration."""
     ok = [r for r in records if r.status == "ok"]
     tpots = [t for t in (r.tpot_s for r in ok) if t is not None]
+    output_tokens = sum(r.output_tokens for r in ok)
+    prompts = [r.input_tokens for r in ok if r.input_tokens is not None]
+    input_tokens = sum(prompts) if prompts and len(prompts) == len(ok) else None
     return EndpointLevel(
         mode=level.mode,
         concurrency=level.concurrency,
@@ -343,8 +369,16 @@ def summarize_level(
         tpot_s=latency_stats(tpots),
         e2e_s=latency_stats([r.e2e_s for r in ok]),
         throughput_requests_per_s=len(ok) / duration_s,
-        throughput_output_tokens_per_s=sum(r.output_tokens for r in ok) / duration_s,
+        throughput_output_tokens_per_s=output_tokens / duration_s,
         goodput_requests_per_s=sum(slo.met_by(r) for r in ok) / duration_s if slo.is_set else None,
+        throughput_input_tokens_per_s=(
+            input_tokens / duration_s if input_tokens is not None else None
+        ),
+        throughput_total_tokens_per_s=(
+            (input_tokens + output_tokens) / duration_s if input_tokens is not None else None
+        ),
+        mean_input_tokens=input_tokens / len(ok) if input_tokens is not None else None,
+        mean_output_tokens=output_tokens / len(ok) if ok else None,
     )
 
 
@@ -361,6 +395,7 @@ async def benchmark_endpoint(
     levels: Sequence[LoadLevel],
     *,
     requests: int,
+    warmup_requests: int = 0,
     seed: int = 0,
     slo: Slo = Slo(),
     engine: str | None = None,
@@ -368,15 +403,20 @@ async def benchmark_endpoint(
     on_level: LevelCallback = _ignore_level,
     on_done: RequestCallback = _ignore,
 ) -> EndpointBenchmark:
-    """Run every level in order, one ``httpx2.AsyncClient`` for all of them."""
+    """Run every level in order, one ``httpx2.AsyncClient`` for all of them; before each,
+    ``warmup_requests`` requests at the same load whose records are dropped."""
     if not levels:
         raise ValueError("give at least one load level")
+    if warmup_requests < 0:
+        raise ValueError(f"warmup_requests must be >= 0, got {warmup_requests}")
     rng = np.random.default_rng(seed)
     timeout = httpx2.Timeout(target.timeout_s)
     limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
     results: list[EndpointLevel] = []
     async with httpx2.AsyncClient(timeout=timeout, limits=limits) as client:
         for level in levels:
+            if warmup_requests:
+                await run_level(client, target, level, requests=warmup_requests, rng=rng)
             on_level(level, requests)
             records, duration_s = await run_level(
                 client, target, level, requests=requests, rng=rng, on_done=on_done
@@ -389,5 +429,6 @@ async def benchmark_endpoint(
         source="servesize-agent",
         input_tokens=target.input_tokens,
         output_tokens=target.output_tokens,
+        warmup_requests=warmup_requests,
         levels=results,
     )

@@ -37,8 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
-import numpy as np
-
+from servesize.agent.endpoint import latency_stats as sample_stats
 from servesize.schemas.measurements import EndpointBenchmark, EndpointLevel, LatencyStats, LoadMode
 
 IngestFormat = Literal["vllm-bench", "guidellm", "aiperf", "inference-perf", "llm-d"]
@@ -104,25 +103,6 @@ def _summary(
         return LatencyStats(**values)
     except ValueError as exc:
         raise IngestError(f"{where}: {exc}") from exc
-
-
-def sample_stats(values_s: Sequence[float]) -> LatencyStats | None:
-    """Mean, population std, min, max and linear-interpolated percentiles (numpy's default,
-    as vLLM, AIPerf and inference-perf use); ``None`` if empty."""
-    if not values_s:
-        return None
-    data = np.asarray(values_s, dtype=np.float64)
-    p50, p90, p95, p99 = (float(v) for v in np.percentile(data, [50, 90, 95, 99]))
-    return LatencyStats(
-        mean=float(data.mean()),
-        p50=p50,
-        p90=p90,
-        p95=p95,
-        p99=p99,
-        std=float(data.std()),
-        min=float(data.min()),
-        max=float(data.max()),
-    )
 
 
 def _level(

@@ -69,6 +69,10 @@ class StreamingState:
 
     first_token_s: float = 0.050
     token_interval_s: float = 0.020
+    tail_s: float = 0.0
+    """Delay between the last text chunk and the usage chunk + ``[DONE]``."""
+    prompt_tokens: int = 10
+    """``usage.prompt_tokens`` the server reports."""
     stall_s: float = 5.0
     plan: Callable[[int], Action] = lambda index: "ok"
     bodies: list[Any] = field(default_factory=list)
@@ -81,8 +85,12 @@ def _text_event(index: int, *, chat: bool) -> bytes:
     return f"data: {json.dumps({'choices': [choice]})}\n\n".encode()
 
 
-def _closing_events(tokens: int) -> bytes:
-    usage = {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}
+def _closing_events(tokens: int, prompt_tokens: int = 10) -> bytes:
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": tokens,
+        "total_tokens": prompt_tokens + tokens,
+    }
     return f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode()
 
 
@@ -127,7 +135,8 @@ class _StreamingHandler(_QuietHandler):
                 due = received + state.first_token_s + j * state.token_interval_s
                 time.sleep(max(0.0, due - time.perf_counter()))
                 self.wfile.write(_text_event(j, chat=chat))
-            self.wfile.write(_closing_events(tokens))
+            time.sleep(state.tail_s)
+            self.wfile.write(_closing_events(tokens, state.prompt_tokens))
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -165,7 +174,8 @@ def streaming_transport(state: StreamingState) -> httpx2.MockTransport:
                 due = received + state.first_token_s + j * state.token_interval_s
                 await asyncio.sleep(max(0.0, due - loop.time()))
                 yield _text_event(j, chat=request.url.path == "/v1/chat/completions")
-            yield _closing_events(tokens)
+            await asyncio.sleep(state.tail_s)
+            yield _closing_events(tokens, state.prompt_tokens)
 
         headers = {"Content-Type": "text/event-stream"}
         return httpx2.Response(200, headers=headers, content=events())

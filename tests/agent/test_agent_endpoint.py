@@ -99,8 +99,9 @@ def _assert_matches_server_delays(level: EndpointLevel) -> None:
         (level.tpot_s, TOKEN_INTERVAL_S),
         (level.e2e_s, E2E_S),
     ):
-        for value_s in stats.model_dump().values():
-            assert value_s == pytest.approx(expected_s, abs=ROUNDING_S)
+        for name in ("mean", "p50", "p90", "p95", "p99", "min", "max"):
+            assert getattr(stats, name) == pytest.approx(expected_s, abs=ROUNDING_S)
+        assert stats.std == pytest.approx(0.0, abs=ROUNDING_S)
 
 
 @pytest.mark.parametrize("level", [CLOSED_1, CLOSED_4, OPEN_20], ids=["c1", "c4", "open"])
@@ -163,6 +164,7 @@ def _assert_errors_and_timeouts_counted(
     timed_out = [r for r in records if r.status == "timed_out"]
     assert all(r.e2e_s >= timeout_s - CLOCK_RESOLUTION_S for r in timed_out)
     assert summary.ttft_s is not None
+    assert summary.ttft_s.p99 is not None
     assert summary.ttft_s.p99 < timeout_s  # latency distributions hold ok requests only
     return summary
 
@@ -378,3 +380,103 @@ def test_cli_rejects_both_load_kinds() -> None:
         app, ["endpoint", "--url", "http://x", "--model", "m", "--concurrency", "1", "--rate", "1"]
     )
     assert result.exit_code == 2
+
+
+# --------------------------------------------------------------------------------------------
+# prompt length from usage, E2E at the last text chunk, warm-up, spread and token throughput
+# --------------------------------------------------------------------------------------------
+
+
+def test_e2e_ends_at_the_last_text_chunk_and_prompt_length_comes_from_usage() -> None:
+    # The usage chunk and [DONE] come 0.5 s after the last text chunk; the server counts a
+    # 37-token prompt although 16 were asked for.
+    state = _state(tail_s=0.5, prompt_tokens=37)
+    records, duration_s = _virtual_level(state, CLOSED_1, requests=3)
+    summary = summarize_level(records, level=CLOSED_1, duration_s=duration_s, slo=Slo())
+
+    assert all(r.input_tokens == 37 for r in records)
+    # E2E = 0.050 + 4 · 0.020 = 0.130 s, not 0.630 s at [DONE]
+    assert summary.e2e_s is not None
+    assert summary.e2e_s.max == pytest.approx(0.130, abs=ROUNDING_S)
+    # TPOT = (0.130 − 0.050)/(5 − 1) = 0.020 s
+    assert summary.tpot_s is not None
+    assert summary.tpot_s.mean == pytest.approx(0.020, abs=ROUNDING_S)
+    # one client, back to back, each stream open 0.630 s: the level lasts 3 · 0.630 = 1.89 s
+    assert duration_s == pytest.approx(1.89, abs=ROUNDING_S)
+    assert summary.throughput_requests_per_s == pytest.approx(3 / 1.89)
+    assert summary.throughput_output_tokens_per_s == pytest.approx(15 / 1.89)  # 7.94 tok/s
+    assert summary.throughput_input_tokens_per_s == pytest.approx(111 / 1.89)  # 3 · 37
+    assert summary.throughput_total_tokens_per_s == pytest.approx(126 / 1.89)  # 111 + 15
+    assert summary.mean_input_tokens == 37
+    assert summary.mean_output_tokens == 5
+
+
+def test_spread_and_token_throughput_by_hand() -> None:
+    records = [
+        RequestRecord(
+            status="ok",
+            start_s=0.0,
+            end_s=1.0,
+            ttft_s=0.2,
+            itl_s=(0.2, 0.3, 0.3),
+            output_tokens=4,
+            input_tokens=100,
+        ),
+        RequestRecord(
+            status="ok",
+            start_s=0.5,
+            end_s=1.5,
+            ttft_s=0.1,
+            itl_s=(0.4, 0.5),
+            output_tokens=3,
+            input_tokens=50,
+        ),
+        RequestRecord(status="failed", start_s=0.6, end_s=0.7, error="HTTP 500"),
+    ]
+    level = LoadLevel(mode="closed_loop", concurrency=2)
+    summary = summarize_level(records, level=level, duration_s=2.0, slo=Slo())
+
+    assert summary.requests == 3  # the failed request stays in the denominators
+    # TTFT [0.2, 0.1]: population std = |0.2 − 0.1| / 2 = 0.05; min 0.1; max 0.2
+    assert summary.ttft_s is not None
+    assert (summary.ttft_s.std, summary.ttft_s.min, summary.ttft_s.max) == pytest.approx(
+        (0.05, 0.1, 0.2)
+    )
+    # pooled gaps [0.2, 0.3, 0.3, 0.4, 0.5]: mean 0.34, variance (0.0196 + 0.0016 · 2 +
+    # 0.0036 + 0.0256)/5 = 0.0104 → std 0.10198
+    assert summary.itl_s is not None
+    assert summary.itl_s.std == pytest.approx(0.0104**0.5)
+    assert summary.throughput_input_tokens_per_s == pytest.approx(150 / 2.0)  # 75 tok/s
+    assert summary.throughput_total_tokens_per_s == pytest.approx((150 + 7) / 2.0)  # 78.5
+    assert summary.mean_input_tokens == pytest.approx(75.0)
+
+
+def test_no_input_throughput_when_the_server_reports_no_prompt_tokens() -> None:
+    records = [RequestRecord(status="ok", start_s=0.0, end_s=1.0, ttft_s=0.2, output_tokens=1)]
+    summary = summarize_level(records, level=CLOSED_1, duration_s=1.0, slo=Slo())
+    assert summary.throughput_input_tokens_per_s is None
+    assert summary.throughput_total_tokens_per_s is None
+
+
+def test_warm_up_requests_are_sent_and_left_out() -> None:
+    # The first two requests the server sees (the warm-up of the first level) fail; with
+    # concurrency 1 they are sent before the measured ones.
+    state = StreamingState(
+        first_token_s=0.001,
+        token_interval_s=0.001,
+        plan=lambda index: "error" if index < 2 else "ok",
+    )
+    with streaming_server(state) as url:
+        result = _run(
+            benchmark_endpoint(_target(url), [CLOSED_1, CLOSED_4], requests=3, warmup_requests=2)
+        )
+
+    assert result.warmup_requests == 2
+    assert len(state.bodies) == 2 * (2 + 3)  # two levels, each 2 warm-up + 3 measured
+    for level in result.levels:
+        assert (level.requests, level.completed, level.failed) == (3, 3, 0)
+
+
+def test_negative_warm_up_is_refused() -> None:
+    with pytest.raises(ValueError, match="warmup_requests"):
+        _run(benchmark_endpoint(_target(), [CLOSED_1], requests=1, warmup_requests=-1))
