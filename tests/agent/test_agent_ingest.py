@@ -6,6 +6,7 @@ Expected values are read off the fixtures (ms ÷ 1000) or computed by hand in co
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +209,91 @@ def test_cli_ingest_reports_a_bad_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["ingest", str(bad), "--format", "guidellm"])
     assert result.exit_code == 1
     assert "no benchmarks" in result.output
+
+
+def _serve_py_record() -> dict[str, Any]:
+    """The keys ``vllm/benchmarks/serve.py`` saves with the default ``--metric-percentiles 99``
+    and ``--save-detailed`` (no per-request latency list); values worked by hand below."""
+    return {
+        "model_id": "m",
+        "num_prompts": 3,
+        "request_rate": 4.0,
+        "max_concurrency": None,
+        "duration": 2.0,
+        "completed": 2,
+        "failed": 1,
+        "total_input_tokens": 30,
+        "total_output_tokens": 6,
+        "request_throughput": 1.0,
+        "request_goodput": None,
+        "output_throughput": 3.0,
+        "total_token_throughput": 18.0,
+        "mean_ttft_ms": 150.0,
+        "median_ttft_ms": 150.0,
+        "std_ttft_ms": 50.0,
+        "p99_ttft_ms": 199.0,
+        "input_lens": [10, 20, 5],
+        "output_lens": [3, 3, 0],
+        "ttfts": [0.1, 0.2, 0.0],
+        "itls": [[0.05, 0.05], [0.1, 0.1], []],
+        "generated_texts": ["abc", "def", ""],
+        "errors": ["", "", "server disconnected"],
+    }
+
+
+def test_vllm_save_detailed_lists_fill_every_percentile() -> None:
+    (level,) = from_vllm_bench([_serve_py_record()]).levels
+    assert (level.requests, level.completed, level.failed) == (3, 2, 1)
+    # successful TTFTs [0.1, 0.2]: p90 at rank 0.9 → 0.19; population std 0.05
+    _approx(level.ttft_s, _stats(0.15, 0.15, 0.19, 0.195, 0.199))
+    assert level.ttft_s is not None
+    assert level.ttft_s.std == pytest.approx(0.05)
+    # E2E = TTFT + Σ ITL: 0.1 + 0.1 = 0.2 and 0.2 + 0.2 = 0.4
+    _approx(level.e2e_s, _stats(0.3, 0.3, 0.38, 0.39, 0.398))
+    # TPOT = (E2E − TTFT)/(3 − 1): 0.05 and 0.1
+    _approx(level.tpot_s, _stats(0.075, 0.075, 0.095, 0.0975, 0.0995))
+    # pooled gaps [0.05, 0.05, 0.1, 0.1]: mean 0.075, p90 at rank 2.7 → 0.1
+    _approx(level.itl_s, _stats(0.075, 0.075, 0.1, 0.1, 0.1))
+    assert level.throughput_input_tokens_per_s == pytest.approx(30 / 2.0)
+    assert level.throughput_total_tokens_per_s == 18.0
+    assert level.mean_input_tokens == pytest.approx(15.0)
+
+
+def test_vllm_p99_only_default_keeps_what_is_there() -> None:
+    record = {k: v for k, v in _serve_py_record().items() if k not in ("ttfts", "itls")}
+    benchmark = from_vllm_bench([record])
+    ttft = benchmark.levels[0].ttft_s
+    assert ttft is not None
+    assert (ttft.mean, ttft.p50, ttft.p99, ttft.std) == pytest.approx((0.15, 0.15, 0.199, 0.05))
+    assert ttft.absent == ["p90", "p95"]
+    assert any(
+        line.startswith("level 0: TTFT p90, p95 absent") and "--save-detailed" in line
+        for line in gaps(benchmark)
+    )
+
+
+@pytest.mark.parametrize(
+    ("fmt", "record", "field"),
+    [
+        (
+            "vllm-bench",
+            {"model_id": "m", "completed": 1, "failed": 0, "request_rate": 1.0},
+            "'duration'",
+        ),
+        (
+            "aiperf",
+            {"input_config": {"loadgen": {"concurrency": 2}, "endpoint": {"model_names": ["m"]}}},
+            "benchmark_duration, request_throughput, output_token_throughput missing",
+        ),
+        ("guidellm", {"benchmarks": [{"metrics": {}}]}, "no request_totals"),
+        ("llm-d", {"version": "0.1"}, "only Benchmark Report v0.2"),
+        ("inference-perf", {"load_summary": {"count": 3}, "successes": {}}, "requested_rate"),
+    ],
+)
+def test_a_file_that_cannot_be_ingested_names_the_field(
+    tmp_path: Path, fmt: Any, record: dict[str, Any], field: str
+) -> None:
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(IngestError, match=re.escape(field)):
+        ingest_files([path], fmt, model="m")
