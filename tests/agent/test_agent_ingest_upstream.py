@@ -227,3 +227,18 @@ def test_llmd_benchmark_report_v02() -> None:
     assert tpot is not None
     assert tpot.mean == pytest.approx(0.0368578234128654)
     assert tpot.absent == ["p50", "p90", "p95", "p99"]  # the report gives only a mean
+
+
+def test_aiperf_warmup_records_are_left_out(tmp_path: Path) -> None:
+    lines = (AIPERF_RUN1 / "profile_export.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    ok = [r for r in records if not r.get("error")]
+    for record in ok[:5]:  # relabel five completed requests as warm-up
+        record["metadata"]["credit_phase"] = "warmup"
+    (tmp_path / "profile_export.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    shutil.copy(AIPERF_RUN1 / "profile_export_aiperf.json", tmp_path)
+    (level,) = ingest_files([tmp_path / "profile_export.jsonl"], "aiperf").levels
+    assert (level.completed, level.failed) == (89 - 5, 11)
+    ttft_s = np.array([r["metrics"]["ttft"]["value"] for r in ok[5:]]) / 1e3
+    assert level.ttft_s is not None
+    assert level.ttft_s.mean == pytest.approx(float(ttft_s.mean()))
