@@ -24,7 +24,7 @@ from servesize.api.render.sizing import infeasible_problem, response_out
 from servesize.api.render.uncertainty import sizing_bands
 from servesize.api.routes.models import CatalogIndexDep
 from servesize.api.simulation_runner import length_distribution, min_tokens
-from servesize.api.sizing_cache import SizingCacheDep, sizing_key
+from servesize.api.sizing_cache import SizingCache, SizingCacheDep, sizing_key
 from servesize.core.hardware import HardwareSpec
 from servesize.core.sizing import (
     DEFAULT_KV_CACHE_DTYPES,
@@ -304,6 +304,25 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
     return sizing_bands(response, model.architecture, versions)
 
 
+def _cached_size(
+    body: SizingRequest, model: ResolvedModel, hardware: _Hardware, cache: SizingCache
+) -> SizingResponse:
+    """The answer from the cache, else a fresh search (then cached)."""
+    key = sizing_key(
+        body=body.model_dump(mode="json"),
+        model=model.id,
+        config=model.config,
+        hardware=[asdict(s) for s in hardware.specs],
+        profiles=hardware.fingerprint,
+        prices=hardware.prices,
+    )
+    answer = cache.get(key)
+    if answer is None:
+        answer = _size(body, model, hardware)
+        cache.put(key, answer)
+    return answer
+
+
 @router.post(
     "/sizing",
     response_model=SizingResponse,
@@ -325,18 +344,7 @@ def sizing(
     _check_prices(body.prices)
     model = resolve_model(body.model, catalog=index.catalog, session=session)
     hardware = _hardware(body, session)
-    key_hash = sizing_key(
-        body=body.model_dump(mode="json"),
-        model=model.id,
-        config=model.config,
-        hardware=[asdict(s) for s in hardware.specs],
-        profiles=hardware.fingerprint,
-        prices=hardware.prices,
-    )
-    answer = cache.get(key_hash)
-    if answer is None:
-        answer = _size(body, model, hardware)
-        cache.put(key_hash, answer)
+    answer = _cached_size(body, model, hardware, cache)
     if owner is None:
         return answer
     stored = store_plan(
