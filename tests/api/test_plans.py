@@ -140,9 +140,7 @@ def test_plan_against_measured_with_a_stored_and_an_inline_benchmark(
         (stored.json()["id"], 0, 2)
     ]
     assert listed[0]["model_matches"] is True
-    by_id = client.post(
-        f"/v1/plans/{plan_id}/verify", json={"measurement_id": stored.json()["id"]}
-    )
+    by_id = client.post(f"/v1/plans/{plan_id}/verify", json={"measurement_id": stored.json()["id"]})
     assert by_id.status_code == 200, by_id.text
     out = by_id.json()
     # The fixture's first level ran at 1 request/s, the plan's rate.

@@ -22,7 +22,8 @@ def test_ratio_and_interval() -> None:
     assert c.within_interval is True
     assert compare_metric("x", 0.025, 0.031, (0.020, 0.030)).within_interval is False
     missing = compare_metric("itl_s.p50", None, 0.006)
-    assert missing.ratio is None and missing.within_interval is None
+    assert missing.ratio is None
+    assert missing.within_interval is None
     assert compare_metric("x", math.inf, 1.0).predicted is None
 
 

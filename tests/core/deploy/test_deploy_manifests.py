@@ -38,7 +38,7 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
     )
     schema = json.loads((K8S / name).read_text())
     cls = jsonschema.validators.validator_for(schema)
-    return cls(schema, registry=registry)  # type: ignore[no-any-return]
+    return cls(schema, registry=registry)
 
 
 DEPLOYMENT = _validator("deployment-apps-v1.json")
@@ -187,7 +187,9 @@ def _vllm_bench_parser() -> argparse.ArgumentParser:
             parser.add_argument(flag, action="store_true")
         else:
             parser.add_argument(
-                flag, type=types[option["type"]], choices=option.get("choices"),
+                flag,
+                type=types[option["type"]],
+                choices=option.get("choices"),
                 nargs=option.get("nargs"),
             )
     return parser
@@ -211,7 +213,8 @@ def test_the_benchmark_command_parses_under_vllm_bench_serve() -> None:
     assert args.num_warmups == 240  # 30 s of the planned rate
     assert args.burstiness == 0.25  # gamma shape 1 / cv² with cv = 2
     assert (args.random_input_len, args.random_output_len) == (512, 128)
-    assert args.ignore_eos and args.save_result
+    assert args.ignore_eos
+    assert args.save_result
     # Every percentile ``servesize-agent ingest --format vllm-bench`` reads is written.
     assert set(args.percentile_metrics.split(",")) == {"ttft", "tpot", "itl", "e2el"}
     assert set(args.metric_percentiles.split(",")) == {"50", "90", "95", "99"}
@@ -228,8 +231,8 @@ def test_the_benchmark_command_parses_under_vllm_bench_serve() -> None:
 
 def test_benchmark_jobs_refuse_bad_loads() -> None:
     with pytest.raises(ValueError, match="rate_per_s"):
-        BenchmarkJob(model="m", base_url="http://x", rate_per_s=math.inf, input_tokens=1,
-                     output_tokens=1)
+        BenchmarkJob(
+            model="m", base_url="http://x", rate_per_s=math.inf, input_tokens=1, output_tokens=1
+        )
     with pytest.raises(ValueError, match="base_url"):
-        BenchmarkJob(model="m", base_url="svc:8000", rate_per_s=1, input_tokens=1,
-                     output_tokens=1)
+        BenchmarkJob(model="m", base_url="svc:8000", rate_per_s=1, input_tokens=1, output_tokens=1)
