@@ -193,9 +193,11 @@ def _mean_tokens(spec: Any) -> int:
     return max(1, round(length_distribution(parsed, 2**24).mean_tokens))
 
 
-def _benchmark_job(row: SavedPlan, base_url: str) -> BenchmarkJob:
+def _benchmark_job(row: SavedPlan, base_url: str, *, gpu_name: str, gpus: int) -> BenchmarkJob:
     traffic = row.request["traffic"]
     return BenchmarkJob(
+        gpu_name=gpu_name,
+        gpus=gpus,
         model=row.model_id,
         base_url=base_url,
         rate_per_s=float(traffic["rate_per_s"]),
@@ -258,7 +260,12 @@ def plan_manifests(
             "disaggregated: route requests through a prefill/decode proxy (e.g. llm-d's or "
             "vLLM's disaggregation proxy) in front of both Services, and point BASE_URL at it"
         )
-    job = _benchmark_job(row, f"http://{service}:{port}")
+    job = _benchmark_job(
+        row,
+        f"http://{service}:{port}",
+        gpu_name=profile.name if profile is not None else plan["hardware"],
+        gpus=plan["total_gpus"],
+    )
     return ManifestsOut(
         plan_id=row.id,
         rank=rank,

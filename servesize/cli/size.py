@@ -315,6 +315,7 @@ def size_command(
             gpus_per_node={
                 h.id: h.interconnect.gpus_per_node if h.interconnect else 8 for h in hardware
             },
+            gpu_names={h.id: h.name for h in hardware},
             quotes=quotes,
         )
         console.print(f"wrote {len(written)} files to {out}", soft_wrap=True, markup=False)

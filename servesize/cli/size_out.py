@@ -125,6 +125,7 @@ def write_plans(
     launches: Sequence[list[tuple[str, list[str]]]],
     traffic: SizingTraffic,
     gpus_per_node: dict[str, int],
+    gpu_names: dict[str, str],
     quotes: dict[str, PriceQuote],
 ) -> list[Path]:
     """Write every plan's files under ``out`` (created); returns the paths written."""
@@ -194,6 +195,8 @@ def write_plans(
                 input_tokens=max(1, round(traffic.input_tokens.mean_tokens)),
                 output_tokens=max(1, round(traffic.output_tokens.mean_tokens)),
                 result_file=f"plan-{rank}.bench.json",
+                gpu_name=gpu_names.get(plan.candidate.hardware_id, plan.candidate.hardware_id),
+                gpus=plan.total_gpus,
             )
             write(
                 f"plan-{rank}.bench.sh",

@@ -39,6 +39,10 @@ class BenchmarkJob:
     """Coefficient of variation of the gaps (1: Poisson)."""
     seed: int = 0
     result_file: str = "bench.json"
+    gpu_name: str = "unknown"
+    """The GPU the upload names (its profile must match it)."""
+    gpus: int = 1
+    """GPUs behind the endpoint (the whole fleet)."""
 
     def __post_init__(self) -> None:
         for name in ("rate_per_s", "duration_s", "cv"):
@@ -108,8 +112,9 @@ def vllm_bench_command(job: BenchmarkJob) -> list[str]:
 
 
 def benchmark_script(job: BenchmarkJob, *, plan_ref: str) -> str:
-    """A POSIX shell script: wait for ``/health``, run the load test, convert the result.
-    ``BASE_URL`` in the environment overrides the planned Service address."""
+    """A POSIX shell script: wait for ``/health``, run the load test, convert the result into
+    an upload for ``servesize-agent upload``. ``BASE_URL`` and ``GPU_NAME`` in the environment
+    override the planned Service address and the GPU name."""
     q = shlex.quote
     argv = [q(a) if a != job.base_url else '"$BASE_URL"' for a in vllm_bench_command(job)]
     lines = [" ".join(argv[:3])]
@@ -129,5 +134,7 @@ def benchmark_script(job: BenchmarkJob, *, plan_ref: str) -> str:
         'until curl -fsS "$BASE_URL/health" >/dev/null; do sleep 10; done\n'
         + " \\\n  ".join(lines)
         + "\n"
-        f"servesize-agent ingest --format vllm-bench --out {q(upload)} {q(job.result_file)}\n"
+        f"GPU_NAME=${{GPU_NAME:-{q(job.gpu_name)}}}\n"
+        f'servesize-agent ingest --format vllm-bench --gpu-name "$GPU_NAME" '
+        f"--gpu-count {job.gpus} --out {q(upload)} {q(job.result_file)}\n"
     )
