@@ -176,6 +176,7 @@ class PriceSourceOut(ResponseModel):
     (``servesize/data/prices.json``: the cheapest on-demand list price found for the GPU)."""
     provider: str | None = None
     source_url: str | None = None
+    """The sheet's pricing page, or the profile's ``price.source`` (free text)."""
     as_of: date | None = None
 
 

@@ -196,3 +196,28 @@ def test_bad_verify_requests_are_422_naming_the_field(
     assert response.status_code == 422, response.text
     assert response.headers["content-type"] == "application/problem+json"
     assert pointers <= {e["pointer"] for e in response.json()["errors"]}
+
+
+def test_a_profile_price_wins_over_the_sheet_and_the_request_over_both(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    admin = bearer(create_key(Scope.ADMIN))
+    etag = client.get("/v1/hardware/h100-sxm").headers["etag"]
+    price = {"per_gpu_hour": 2.25, "as_of": "2026-11-30", "source": "our contract"}
+    patched = client.patch(
+        "/v1/hardware/h100-sxm", json={"price": price}, headers={**admin, "If-Match": etag}
+    )
+    assert patched.status_code == 200, patched.text
+    body = BODY | {"verify_top": 0}
+    out = client.post("/v1/sizing", json=body).json()
+    assert out["plans"][0]["price_per_gpu_hour"] == 2.25
+    assert out["plans"][0]["price_source"] == {
+        "origin": "profile",
+        "provider": None,
+        "source_url": "our contract",
+        "as_of": "2026-11-30",
+    }
+    assert out["prices_as_of"] == "2026-11-30"
+    request = client.post("/v1/sizing", json=body | {"prices": {"h100-sxm": 1.5}}).json()
+    assert request["plans"][0]["price_per_gpu_hour"] == 1.5
+    assert request["plans"][0]["price_source"]["origin"] == "request"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import date
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Response, status
@@ -38,6 +37,7 @@ from servesize.core.sizing import (
     zero_load_infeasibility,
 )
 from servesize.core.steptime import MeasuredProfile
+from servesize.db.models import HardwareProfile
 from servesize.db.repository import HardwareRepository
 from servesize.prices import PriceQuote, reference_prices
 from servesize.schemas.sizing import (
@@ -147,7 +147,7 @@ def _hardware(body: SizingRequest, session: SessionDep) -> _Hardware:
     )
     sheet = reference_prices()
     for row in rows:
-        quote = _quote(body, row.id, row.price_per_gpu_hour, row.price_as_of, sheet)
+        quote = _quote(body, row, sheet)
         if quote is not None:
             hardware.prices[row.id] = quote.usd_per_gpu_hour
             hardware.quotes[row.id] = quote
@@ -162,18 +162,19 @@ def _hardware(body: SizingRequest, session: SessionDep) -> _Hardware:
 
 
 def _quote(
-    body: SizingRequest,
-    profile_id: str,
-    profile_price: float | None,
-    profile_as_of: date | None,
-    sheet: dict[str, PriceQuote],
+    body: SizingRequest, row: HardwareProfile, sheet: dict[str, PriceQuote]
 ) -> PriceQuote | None:
     """The request's price, else the profile's, else the reference sheet's cheapest."""
-    if profile_id in body.prices:
-        return PriceQuote(body.prices[profile_id], origin="request")
-    if profile_price is not None:
-        return PriceQuote(profile_price, origin="profile", as_of=profile_as_of)
-    return sheet.get(profile_id)
+    if row.id in body.prices:
+        return PriceQuote(body.prices[row.id], origin="request")
+    if row.price_per_gpu_hour is not None:
+        return PriceQuote(
+            row.price_per_gpu_hour,
+            origin="profile",
+            source_url=row.price_source,
+            as_of=row.price_as_of,
+        )
+    return sheet.get(row.id)
 
 
 def _check_prices(prices: dict[str, float]) -> None:
