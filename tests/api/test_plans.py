@@ -221,3 +221,33 @@ def test_a_profile_price_wins_over_the_sheet_and_the_request_over_both(
     request = client.post("/v1/sizing", json=body | {"prices": {"h100-sxm": 1.5}}).json()
     assert request["plans"][0]["price_per_gpu_hour"] == 1.5
     assert request["plans"][0]["price_source"]["origin"] == "request"
+
+
+def test_a_disaggregated_plan_gets_a_service_and_deployment_per_pool(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    body = BODY | {
+        "traffic": {"rate_per_s": 10.0, "input_tokens": 4096, "output_tokens": 256},
+        "slo": {"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.03}},
+        "candidates": BODY["candidates"] | {"disaggregation": True, "max_gpus": 16},
+        "verify_top": 0,
+    }
+    saved = _save(client, create_key(Scope.PLANS_WRITE), body)
+    plan = next(p for p in saved["plans"] if p["kind"] == "disaggregated")
+    out = client.get(f"/v1/plans/{saved['plan_id']}/manifests", params={"rank": plan["rank"]})
+    assert out.status_code == 200, out.text
+    objects = out.json()["kubernetes"]
+    assert [o["kind"] for o in objects] == ["Service", "Deployment"] * 2
+    for obj in objects:
+        assert _errors(SERVICE if obj["kind"] == "Service" else DEPLOYMENT, obj) == []
+    prefill, decode = objects[1], objects[3]
+    assert prefill["metadata"]["name"].endswith("-prefill")
+    assert decode["metadata"]["name"].endswith("-decode")
+    assert prefill["spec"]["replicas"] == plan["prefill_replicas"]
+    assert decode["spec"]["replicas"] == plan["decode_replicas"]
+    args = decode["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert (
+        args[: len(plan["decode_engine_args"]["vllm"]) - 1]
+        == plan["decode_engine_args"]["vllm"][1:]
+    )
+    assert "proxy" in out.json()["notes"][0]
