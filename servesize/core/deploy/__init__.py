@@ -1,4 +1,4 @@
-"""From a plan to a running deployment and back (docs/ARCHITECTURE.md, "Deployment artifacts").
+"""From a plan to a running deployment and back (docs/deployment.md).
 
 =============================  ==================================================================
 ``deployment_objects``         a pool's ``apps/v1`` Deployment and ``v1`` Service (dicts)
