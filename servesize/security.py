@@ -21,6 +21,7 @@ class Scope(StrEnum):
 
     MODELS_WRITE = "models:write"
     PROFILES_WRITE = "profiles:write"
+    PLANS_WRITE = "plans:write"
     ADMIN = "admin"
 
 

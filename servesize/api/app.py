@@ -21,6 +21,7 @@ from servesize.api.routes import (
     memory,
     models,
     performance,
+    plans,
     queueing,
     simulate,
     sizing,
@@ -86,7 +87,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     # Each router carries its full "/v1/..." prefix so route templates stay exact in metrics.
-    for module in (keys, models, hardware, memory, performance, queueing, simulate, slo, sizing):
+    for module in (
+        keys,
+        models,
+        hardware,
+        memory,
+        performance,
+        queueing,
+        simulate,
+        slo,
+        sizing,
+        plans,
+    ):
         app.include_router(module.router)
 
     limiter = (

@@ -94,3 +94,4 @@ ReadAccess = Depends(read_access)
 AdminKey = Annotated[ApiKey, Depends(require_scope(Scope.ADMIN))]
 ModelsWriteKey = Annotated[ApiKey, Depends(require_scope(Scope.MODELS_WRITE))]
 ProfilesWriteKey = Annotated[ApiKey, Depends(require_scope(Scope.PROFILES_WRITE))]
+PlansWriteKey = Annotated[ApiKey, Depends(require_scope(Scope.PLANS_WRITE))]

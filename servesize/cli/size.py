@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
@@ -12,6 +13,7 @@ from servesize.cli.app import app, architecture_or_exit, console, datasheet_gpu,
 from servesize.core.traffic import FixedLength
 
 if TYPE_CHECKING:
+    from servesize.core.memory import ResolvedDeployment
     from servesize.core.sizing import Plan, SearchSpace
 
 __all__ = ["SIZE_WIDE_COLUMNS", "size_command"]
@@ -116,6 +118,24 @@ def _plan_table(plans: Sequence[Plan], space: SearchSpace, *, narrow: bool) -> T
     return table
 
 
+def _launches(model: str, plan: Plan) -> list[tuple[str, list[str]]]:
+    """The launch commands of the plan's own engine, one per pool (none for an engine without
+    a command builder)."""
+    from servesize.core.sizing import sglang_args, vllm_args
+
+    builders = {"vllm": vllm_args, "sglang": sglang_args}
+    build = builders.get(plan.candidate.engine)
+    if build is None:
+        return []
+    res: ResolvedDeployment = plan.memory.deployment
+    if plan.prefill_replicas is not None:
+        return [
+            ("prefill", build(model, res, role="prefill")),
+            ("decode", build(model, res, role="decode")),
+        ]
+    return [("both", build(model, res))]
+
+
 @app.command("size")
 def size_command(
     model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
@@ -157,6 +177,15 @@ def size_command(
     verify_top: Annotated[
         int, typer.Option(min=0, help="Plans to verify by simulating every replica.")
     ] = 3,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            file_okay=False,
+            help="Write each plan's JSON, launch commands, Kubernetes/KServe manifests and "
+            "benchmark script into this directory.",
+        ),
+    ] = None,
 ) -> None:
     """The cheapest deployments that serve --rate within --slo, ranked, from the datasheet GPUs."""
     import shlex
@@ -190,7 +219,15 @@ def size_command(
         hardware = tuple(datasheet_gpu(g) for g in dict.fromkeys(gpu))
     else:
         hardware = tuple(datasheet_spec(e) for e in datasheet_entries())
+    from servesize.prices import PriceQuote, reference_prices
+
     prices = _parse_prices(price or [], (h.id for h in hardware))
+    quotes = {g: PriceQuote(p, origin="request") for g, p in prices.items()}
+    sheet = reference_prices()
+    for h in hardware:
+        if h.id not in prices and h.id in sheet:
+            quotes[h.id] = sheet[h.id]
+            prices[h.id] = sheet[h.id].usd_per_gpu_hour
     measured = {h.id: t for h in hardware if (t := tables_for_gpu(h)) is not None}
     try:
         space = SearchSpace(
@@ -258,6 +295,30 @@ def size_command(
                 soft_wrap=True,
                 markup=False,
             )
+    dated = sorted({q.as_of for q in quotes.values() if q.as_of is not None})
+    if dated:
+        console.print(
+            f"prices: --price, else the reference sheet's cheapest on-demand list price "
+            f"(servesize/data/prices.json, as of {dated[0].isoformat()} or later)",
+            soft_wrap=True,
+            markup=False,
+        )
+    if out is not None and result.plans:
+        from servesize.cli.size_out import write_plans
+
+        written = write_plans(
+            out,
+            model=model,
+            plans=result.plans,
+            launches=[_launches(model, p) for p in result.plans],
+            traffic=traffic,
+            gpus_per_node={
+                h.id: h.interconnect.gpus_per_node if h.interconnect else 8 for h in hardware
+            },
+            gpu_names={h.id: h.name for h in hardware},
+            quotes=quotes,
+        )
+        console.print(f"wrote {len(written)} files to {out}", soft_wrap=True, markup=False)
     for warning in result.warnings:
         console.print(f"warning: {warning}", style="yellow", soft_wrap=True, markup=False)
     console.print(explain(result), soft_wrap=True, markup=False)

@@ -156,3 +156,29 @@ class HardwareMeasurement(Base):
     gpu_uuid: Mapped[str | None] = mapped_column(String(128), default=None)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     """The validated upload, verbatim."""
+
+
+class SavedPlan(Base):
+    """A stored ``/v1/sizing`` answer and every input that determined it; never updated."""
+
+    __tablename__ = "saved_plan"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    """Public id, ``pln_<16 hex digits>``."""
+    owner_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None, index=True
+    )
+    """The API key that stored it."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    model_id: Mapped[str] = mapped_column(String(255))
+    model_config_sha256: Mapped[str] = mapped_column(String(64))
+    service_version: Mapped[str] = mapped_column(String(64))
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The request body as validated (defaults filled in)."""
+    model_config_json: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The resolved ``config.json`` the plan was computed from."""
+    hardware: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    """Per searched profile: id, version and the ids of the measurements read."""
+    prices: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """Per profile: the price used and its origin (request, profile, sheet)."""
+    response: Mapped[dict[str, Any]] = mapped_column(JSON)

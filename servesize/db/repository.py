@@ -13,6 +13,7 @@ from servesize.db.models import (
     HardwareMeasurement,
     HardwareProfile,
     InstanceSecret,
+    SavedPlan,
 )
 from servesize.db.types import utc_now
 from servesize.security import NewKey, Scope, generate_key, hash_secret, parse_key, verify_secret
@@ -175,6 +176,21 @@ class HardwareRepository:
         )
 
     def add_measurement(self, row: HardwareMeasurement) -> HardwareMeasurement:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+
+class PlanRepository:
+    """Saved sizing answers."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, plan_id: str) -> SavedPlan | None:
+        return self.session.get(SavedPlan, plan_id)
+
+    def add(self, row: SavedPlan) -> SavedPlan:
         self.session.add(row)
         self.session.flush()
         return row

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field
@@ -167,6 +168,18 @@ class KnobsOut(ResponseModel):
     max_model_len: int
 
 
+class PriceSourceOut(ResponseModel):
+    """Where a plan's price per GPU-hour came from."""
+
+    origin: Literal["request", "profile", "sheet"]
+    """The request's ``prices``, the hardware profile's price, or the shipped reference sheet
+    (``servesize/data/prices.json``: the cheapest on-demand list price found for the GPU)."""
+    provider: str | None = None
+    source_url: str | None = None
+    """The sheet's pricing page, or the profile's ``price.source`` (free text)."""
+    as_of: date | None = None
+
+
 class PlanOut(ResponseModel):
     rank: int
     kind: Literal["aggregated", "disaggregated"]
@@ -192,6 +205,8 @@ class PlanOut(ResponseModel):
     price_per_gpu_hour: float | None
     cost_per_hour: float | None
     cost_per_million_output_tokens: float | None
+    price_source: PriceSourceOut | None = None
+    """Origin of ``price_per_gpu_hour``; null when the plan is unpriced."""
     tier_a: PredictedOut | None
     simulation: PredictedOut | None
     verified: bool
@@ -237,3 +252,8 @@ class SizingResponse(ResponseModel):
     elapsed_s: float
     cached: bool
     warnings: list[str]
+    prices_as_of: date | None = None
+    """The oldest date among the prices the plans use (the sheet's and profiles'); null when
+    every price came with the request or no plan is priced."""
+    plan_id: str | None = None
+    """Set when the answer was stored (``POST /v1/sizing?save=true``): ``GET /v1/plans/{id}``."""

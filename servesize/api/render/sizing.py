@@ -17,11 +17,13 @@ from servesize.core.sizing import (
     sglang_args,
     vllm_args,
 )
+from servesize.prices import PriceQuote
 from servesize.schemas.sizing import (
     EngineArgsOut,
     KnobsOut,
     PlanOut,
     PredictedOut,
+    PriceSourceOut,
     RejectedOut,
     SizingResponse,
 )
@@ -111,13 +113,32 @@ def plan_out(rank: int, plan: Plan, model: str) -> PlanOut:
     )
 
 
-def response_out(result: SizingResult, model: str) -> SizingResponse:
-    """A fresh (not cached) answer."""
+def _price_source(quote: PriceQuote | None) -> PriceSourceOut | None:
+    if quote is None:
+        return None
+    return PriceSourceOut(
+        origin=quote.origin, provider=quote.provider, source_url=quote.source_url, as_of=quote.as_of
+    )
+
+
+def response_out(
+    result: SizingResult, model: str, quotes: dict[str, PriceQuote] | None = None
+) -> SizingResponse:
+    """A fresh (not cached) answer; ``quotes`` say where each hardware's price came from."""
+    quotes = quotes or {}
+    plans = [
+        plan_out(i + 1, p, model).model_copy(
+            update={"price_source": _price_source(quotes.get(p.candidate.hardware_id))}
+        )
+        for i, p in enumerate(result.plans)
+    ]
+    dated = [q.as_of for p in plans if (q := quotes.get(p.hardware)) and q.as_of is not None]
     return SizingResponse(
         model=model,
         target_rate_per_s=result.target_rate_per_s,
         headroom=result.headroom,
-        plans=[plan_out(i + 1, p, model) for i, p in enumerate(result.plans)],
+        plans=plans,
+        prices_as_of=min(dated) if dated else None,
         plans_found=result.plans_found,
         explanation=explain(result),
         rejected=[

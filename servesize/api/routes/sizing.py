@@ -12,17 +12,18 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Query, Response, status
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.deps import OptionalKeyDep, ReadAccess, SessionDep
 from servesize.api.errors import UnprocessableError, json_pointer
 from servesize.api.measured import measured_profile
 from servesize.api.models_resolver import ResolvedModel, resolve_model
+from servesize.api.plan_views import check_plans_write, store_plan
 from servesize.api.render.sizing import infeasible_problem, response_out
 from servesize.api.render.uncertainty import sizing_bands
 from servesize.api.routes.models import CatalogIndexDep
 from servesize.api.simulation_runner import length_distribution, min_tokens
-from servesize.api.sizing_cache import SizingCacheDep, sizing_key
+from servesize.api.sizing_cache import SizingCache, SizingCacheDep, sizing_key
 from servesize.core.hardware import HardwareSpec
 from servesize.core.sizing import (
     DEFAULT_KV_CACHE_DTYPES,
@@ -36,7 +37,9 @@ from servesize.core.sizing import (
     zero_load_infeasibility,
 )
 from servesize.core.steptime import MeasuredProfile
+from servesize.db.models import HardwareProfile
 from servesize.db.repository import HardwareRepository
+from servesize.prices import PriceQuote, reference_prices
 from servesize.schemas.sizing import (
     CandidatesIn,
     SizingRequest,
@@ -107,7 +110,10 @@ class _Hardware:
 
     specs: list[HardwareSpec]
     prices: dict[str, float]
-    """The request's price over the profile's, per GPU-hour (unpriced profiles absent)."""
+    """The request's price over the profile's over the reference sheet's, per GPU-hour
+    (unpriced profiles absent)."""
+    quotes: dict[str, PriceQuote]
+    """Where each of ``prices`` came from."""
     measured: dict[str, MeasuredProfile]
     """Kernel tables by profile id (shipped, or from the newest upload with GEMM rows)."""
     fingerprint: list[dict[str, Any]]
@@ -136,11 +142,15 @@ def _hardware(body: SizingRequest, session: SessionDep) -> _Hardware:
     for key in body.prices:
         if key not in searched and repo.get(key) is None:
             raise _unknown_hardware(key, json_pointer(["prices", key]))
-    hardware = _Hardware(specs=[r.to_spec() for r in rows], prices={}, measured={}, fingerprint=[])
+    hardware = _Hardware(
+        specs=[r.to_spec() for r in rows], prices={}, quotes={}, measured={}, fingerprint=[]
+    )
+    sheet = reference_prices()
     for row in rows:
-        price = body.prices.get(row.id, row.price_per_gpu_hour)
-        if price is not None:
-            hardware.prices[row.id] = price
+        quote = _quote(body, row, sheet)
+        if quote is not None:
+            hardware.prices[row.id] = quote.usd_per_gpu_hour
+            hardware.quotes[row.id] = quote
         uploads = [(m.id, m.payload) for m in repo.measurements(row.id, limit=RECENT_UPLOADS)]
         table = measured_profile(row.id, uploads, row.to_spec())
         if table is not None:
@@ -149,6 +159,22 @@ def _hardware(body: SizingRequest, session: SessionDep) -> _Hardware:
             {"id": row.id, "version": row.version, "measurements": [mid for mid, _ in uploads]}
         )
     return hardware
+
+
+def _quote(
+    body: SizingRequest, row: HardwareProfile, sheet: dict[str, PriceQuote]
+) -> PriceQuote | None:
+    """The request's price, else the profile's, else the reference sheet's cheapest."""
+    if row.id in body.prices:
+        return PriceQuote(body.prices[row.id], origin="request")
+    if row.price_per_gpu_hour is not None:
+        return PriceQuote(
+            row.price_per_gpu_hour,
+            origin="profile",
+            source_url=row.price_source,
+            as_of=row.price_as_of,
+        )
+    return sheet.get(row.id)
 
 
 def _check_prices(prices: dict[str, float]) -> None:
@@ -275,21 +301,14 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
     if best:
         raise infeasible_problem(result, best)
     versions = [p.memory.deployment.engine_version for p in result.plans]
-    return sizing_bands(response_out(result, model.id), model.architecture, versions)
+    response = response_out(result, model.id, hardware.quotes)
+    return sizing_bands(response, model.architecture, versions)
 
 
-@router.post("/sizing", response_model=SizingResponse)
-def sizing(
-    body: Annotated[SizingRequest, Body(openapi_examples=EXAMPLES)],
-    session: SessionDep,
-    index: CatalogIndexDep,
-    cache: SizingCacheDep,
+def _cached_size(
+    body: SizingRequest, model: ResolvedModel, hardware: _Hardware, cache: SizingCache
 ) -> SizingResponse:
-    """The cheapest deployments that serve the traffic within the SLO: ranked, costed, with
-    engine arguments, the binding constraint, headroom and every pruned candidate's reason."""
-    _check_prices(body.prices)
-    model = resolve_model(body.model, catalog=index.catalog, session=session)
-    hardware = _hardware(body, session)
+    """The answer from the cache, else a fresh search (then cached)."""
     key = sizing_key(
         body=body.model_dump(mode="json"),
         model=model.id,
@@ -298,12 +317,50 @@ def sizing(
         profiles=hardware.fingerprint,
         prices=hardware.prices,
     )
-    hit = cache.get(key)
-    if hit is not None:
-        return hit
-    response = _size(body, model, hardware)
-    cache.put(key, response)
-    return response
+    answer = cache.get(key)
+    if answer is None:
+        answer = _size(body, model, hardware)
+        cache.put(key, answer)
+    return answer
+
+
+@router.post(
+    "/sizing",
+    response_model=SizingResponse,
+    responses={201: {"model": SizingResponse, "description": "Stored (``save=true``)"}},
+)
+def sizing(
+    body: Annotated[SizingRequest, Body(openapi_examples=EXAMPLES)],
+    session: SessionDep,
+    index: CatalogIndexDep,
+    cache: SizingCacheDep,
+    key: OptionalKeyDep,
+    response: Response,
+    save: Annotated[bool, Query(description="Store the answer (needs plans:write).")] = False,
+) -> SizingResponse:
+    """The cheapest deployments that serve the traffic within the SLO: ranked, costed, with
+    engine arguments, the binding constraint, headroom and every pruned candidate's reason.
+    With ``save=true`` the answer is stored with its inputs (201, ``Location``)."""
+    owner = check_plans_write(key) if save else None
+    _check_prices(body.prices)
+    model = resolve_model(body.model, catalog=index.catalog, session=session)
+    hardware = _hardware(body, session)
+    answer = _cached_size(body, model, hardware, cache)
+    if owner is None:
+        return answer
+    stored = store_plan(
+        session,
+        key=owner,
+        body=body,
+        model_id=model.id,
+        config=model.config,
+        fingerprint=hardware.fingerprint,
+        quotes=hardware.quotes,
+        answer=answer,
+    )
+    response.status_code = status.HTTP_201_CREATED
+    response.headers["Location"] = f"/v1/plans/{stored.plan_id}"
+    return stored
 
 
 __all__ = ["router"]

@@ -1,0 +1,453 @@
+"""Saved plans: storing a sizing answer with its inputs, and what is derived from a stored one
+(deployment artifacts, the benchmark job, plan against measured)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import secrets
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+import servesize
+from servesize.api.errors import (
+    ForbiddenError,
+    NotFoundError,
+    UnauthorizedError,
+    UnprocessableError,
+)
+from servesize.api.simulation_runner import length_distribution
+from servesize.api.uncertainty import uncertainty
+from servesize.core.architecture import parse_architecture
+from servesize.core.deploy import (
+    BenchmarkJob,
+    DeploySpec,
+    benchmark_script,
+    check_slo,
+    compare_metric,
+    deployment_objects,
+    kserve_inference_service,
+    vllm_bench_command,
+)
+from servesize.core.memory import DEFAULT_ENGINE_VERSIONS
+from servesize.db.models import ApiKey, HardwareMeasurement, SavedPlan
+from servesize.db.repository import HardwareRepository, PlanRepository
+from servesize.db.types import utc_now
+from servesize.prices import PriceQuote
+from servesize.schemas.measurements import EndpointBenchmark, EndpointLevel
+from servesize.schemas.plans import (
+    ManifestsOut,
+    MetricOut,
+    PlanInputsOut,
+    ProfileInputOut,
+    SavedPlanOut,
+    SloHeldOut,
+    StoredBenchmarkOut,
+    TargetCheckOut,
+    VerifyRequest,
+    VerifyResponse,
+)
+from servesize.schemas.sizing import SizingRequest, SizingResponse
+from servesize.schemas.uncertainty import PredictionIntervalOut
+from servesize.security import Scope, grants
+
+__all__ = [
+    "check_plans_write",
+    "load_plan",
+    "plan_benchmarks",
+    "plan_manifests",
+    "saved_plan_out",
+    "store_plan",
+    "verify_plan",
+]
+
+BENCHMARK_DURATION_S = 300.0
+
+
+def config_sha256(config: dict[str, Any]) -> str:
+    """SHA-256 of the config as canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_plans_write(key: ApiKey | None) -> ApiKey:
+    """Storing needs a key with ``plans:write`` (401 without a key, else 403)."""
+    scope = Scope.PLANS_WRITE
+    if key is None:
+        raise UnauthorizedError(f"saving a plan needs an API key with scope {scope.value!r}")
+    if not grants(key.scopes, scope):
+        raise ForbiddenError(
+            f"the API key {key.name!r} lacks scope {scope.value!r}", required_scope=scope.value
+        )
+    return key
+
+
+def _quote_json(quote: PriceQuote) -> dict[str, Any]:
+    return {
+        "usd_per_gpu_hour": quote.usd_per_gpu_hour,
+        "origin": quote.origin,
+        "provider": quote.provider,
+        "source_url": quote.source_url,
+        "as_of": quote.as_of.isoformat() if quote.as_of else None,
+    }
+
+
+def store_plan(
+    session: Session,
+    *,
+    key: ApiKey,
+    body: SizingRequest,
+    model_id: str,
+    config: dict[str, Any],
+    fingerprint: list[dict[str, Any]],
+    quotes: dict[str, PriceQuote],
+    answer: SizingResponse,
+) -> SizingResponse:
+    """Store the answer with its inputs; the answer returned carries the new ``plan_id``."""
+    plan_id = f"pln_{secrets.token_hex(8)}"
+    stored = answer.model_copy(update={"plan_id": plan_id, "cached": False})
+    PlanRepository(session).add(
+        SavedPlan(
+            id=plan_id,
+            owner_key_id=key.id,
+            created_at=utc_now(),
+            model_id=model_id,
+            model_config_sha256=config_sha256(config),
+            service_version=servesize.__version__,
+            request=body.model_dump(mode="json"),
+            model_config_json=config,
+            hardware=fingerprint,
+            prices={k: _quote_json(q) for k, q in quotes.items()},
+            response=stored.model_dump(mode="json"),
+        )
+    )
+    return stored
+
+
+def load_plan(session: Session, plan_id: str) -> SavedPlan:
+    row = PlanRepository(session).get(plan_id)
+    if row is None:
+        raise NotFoundError(f"no saved plan {plan_id!r}")
+    return row
+
+
+def saved_plan_out(session: Session, row: SavedPlan) -> SavedPlanOut:
+    owner = session.get(ApiKey, row.owner_key_id) if row.owner_key_id is not None else None
+    return SavedPlanOut(
+        id=row.id,
+        created_at=row.created_at,
+        owner_key_id=owner.key_id if owner is not None else None,
+        inputs=PlanInputsOut(
+            model_id=row.model_id,
+            model_config_sha256=row.model_config_sha256,
+            hardware=[ProfileInputOut.model_validate(h) for h in row.hardware],
+            prices=row.prices,
+            service_version=row.service_version,
+            request=row.request,
+        ),
+        answer=SizingResponse.model_validate(row.response),
+    )
+
+
+def _plan(row: SavedPlan, rank: int, location: str) -> dict[str, Any]:
+    plans: list[dict[str, Any]] = row.response["plans"]
+    if not 1 <= rank <= len(plans):
+        detail = f"the saved plan has {len(plans)} ranked plans; rank {rank} is not one of them"
+        raise UnprocessableError(
+            detail,
+            slug="unknown-rank",
+            errors=[{"location": location, "pointer": "/rank", "detail": detail}],
+        )
+    return plans[rank - 1]
+
+
+def _command(args: Any, engine: str) -> list[str] | None:
+    """The engine's argv from a plan's ``engine_args`` (a list per engine, or an object with
+    ``argv``)."""
+    value = args.get(engine) if isinstance(args, dict) else None
+    if isinstance(value, dict):
+        value = value.get("argv")
+    if isinstance(value, list) and value and all(isinstance(a, str) for a in value):
+        return list(value)
+    return None
+
+
+def _pools(plan: dict[str, Any]) -> list[tuple[str, list[str] | None, int]]:
+    engine = plan["engine"]
+    if plan["kind"] == "disaggregated":
+        return [
+            ("prefill", _command(plan["engine_args"], engine), plan["prefill_replicas"]),
+            ("decode", _command(plan.get("decode_engine_args"), engine), plan["decode_replicas"]),
+        ]
+    return [("both", _command(plan["engine_args"], engine), plan["replicas"])]
+
+
+def _mean_tokens(spec: Any) -> int:
+    from pydantic import TypeAdapter
+
+    from servesize.schemas.simulate import LengthIn
+
+    parsed = TypeAdapter(LengthIn).validate_python(spec)
+    return max(1, round(length_distribution(parsed, 2**24).mean_tokens))
+
+
+def _benchmark_job(row: SavedPlan, base_url: str, *, gpu_name: str, gpus: int) -> BenchmarkJob:
+    traffic = row.request["traffic"]
+    return BenchmarkJob(
+        gpu_name=gpu_name,
+        gpus=gpus,
+        model=row.model_id,
+        base_url=base_url,
+        rate_per_s=float(traffic["rate_per_s"]),
+        input_tokens=_mean_tokens(traffic["input_tokens"]),
+        output_tokens=_mean_tokens(traffic["output_tokens"]),
+        duration_s=BENCHMARK_DURATION_S,
+        cv=float(traffic.get("cv", 1.0)) if traffic.get("process") == "gamma" else 1.0,
+        seed=int(traffic.get("seed", 0)),
+    )
+
+
+def plan_manifests(
+    session: Session, row: SavedPlan, rank: int, *, namespace: str | None
+) -> ManifestsOut:
+    """Service + Deployment (and KServe InferenceService) per pool, and the benchmark job."""
+    plan = _plan(row, rank, "query")
+    profile = HardwareRepository(session).get(plan["hardware"])
+    per_node = profile.gpus_per_node if profile is not None else 8
+    engine = plan["engine"]
+    kubernetes: list[dict[str, Any]] = []
+    kserve: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for role, argv, replicas in _pools(plan):
+        if argv is None:
+            raise UnprocessableError(
+                f"plan {rank} carries no {engine} launch command for its {role} pool",
+                slug="no-launch-command",
+                errors=[
+                    {
+                        "location": "query",
+                        "pointer": "/rank",
+                        "detail": f"no {engine} command in the plan",
+                    }
+                ],
+            )
+        try:
+            spec = DeploySpec(
+                name=f"{row.model_id.split('/')[-1]}-{plan['hardware']}-{row.id[-6:]}",
+                engine=engine,
+                command=argv,
+                gpus_per_replica=plan["gpus_per_replica"],
+                replicas=replicas,
+                engine_version=DEFAULT_ENGINE_VERSIONS[engine],
+                gpus_per_node=per_node,
+                role=role,
+                namespace=namespace,
+            )
+        except ValueError as exc:
+            raise UnprocessableError(
+                str(exc),
+                slug="not-deployable",
+                errors=[{"location": "query", "pointer": "/rank", "detail": str(exc)}],
+            ) from None
+        kubernetes += deployment_objects(spec)
+        kserve.append(kserve_inference_service(spec))
+    service = kubernetes[0]["metadata"]["name"]
+    port = kubernetes[0]["spec"]["ports"][0]["port"]
+    if plan["kind"] == "disaggregated":
+        notes.append(
+            "disaggregated: route requests through a prefill/decode proxy (e.g. llm-d's or "
+            "vLLM's disaggregation proxy) in front of both Services, and point BASE_URL at it"
+        )
+    job = _benchmark_job(
+        row,
+        f"http://{service}:{port}",
+        gpu_name=profile.name if profile is not None else plan["hardware"],
+        gpus=plan["total_gpus"],
+    )
+    return ManifestsOut(
+        plan_id=row.id,
+        rank=rank,
+        kubernetes=kubernetes,
+        kserve=kserve,
+        benchmark_command=vllm_bench_command(job),
+        benchmark_script=benchmark_script(job, plan_ref=f"saved plan {row.id} rank {rank}"),
+        notes=notes,
+    )
+
+
+def _measurements(session: Session, row: SavedPlan) -> list[HardwareMeasurement]:
+    repo = HardwareRepository(session)
+    hardware = dict.fromkeys(p["hardware"] for p in row.response["plans"])
+    return [m for h in hardware for m in repo.measurements(h, limit=100)]
+
+
+def plan_benchmarks(session: Session, row: SavedPlan) -> list[StoredBenchmarkOut]:
+    """Endpoint benchmarks uploaded for the hardware of the saved plans, newest first."""
+    out = []
+    for m in _measurements(session, row):
+        for i, bench in enumerate(m.payload.get("endpoint_benchmarks", [])):
+            out.append(
+                StoredBenchmarkOut(
+                    measurement_id=m.id,
+                    benchmark_index=i,
+                    hardware=m.profile_id,
+                    measured_at=m.measured_at,
+                    model=bench["model"],
+                    model_matches=bench["model"] == row.model_id,
+                    engine=bench.get("engine"),
+                    engine_version=bench.get("engine_version"),
+                    source=bench.get("source", "servesize-agent"),
+                    levels=len(bench["levels"]),
+                )
+            )
+    return out
+
+
+def _stored_benchmark(
+    session: Session, plan: dict[str, Any], body: VerifyRequest
+) -> EndpointBenchmark:
+    assert body.measurement_id is not None
+    m = HardwareRepository(session).get_measurement(plan["hardware"], body.measurement_id)
+    if m is None:
+        detail = f"no measurement {body.measurement_id} of hardware {plan['hardware']!r}"
+        raise UnprocessableError(
+            detail,
+            slug="unknown-measurement",
+            errors=[{"location": "body", "pointer": "/measurement_id", "detail": detail}],
+        )
+    benches = m.payload.get("endpoint_benchmarks", [])
+    if body.benchmark_index >= len(benches):
+        detail = f"measurement {m.id} holds {len(benches)} endpoint benchmarks"
+        raise UnprocessableError(
+            detail,
+            slug="unknown-benchmark",
+            errors=[{"location": "body", "pointer": "/benchmark_index", "detail": detail}],
+        )
+    return EndpointBenchmark.model_validate(benches[body.benchmark_index])
+
+
+def _level(bench: EndpointBenchmark, body: VerifyRequest, rate: float) -> int:
+    pointer = "/benchmark/levels" if body.benchmark is not None else "/level_index"
+    if body.level_index is not None:
+        if body.level_index >= len(bench.levels):
+            detail = f"the benchmark has {len(bench.levels)} levels"
+            raise UnprocessableError(
+                detail,
+                slug="unknown-level",
+                errors=[{"location": "body", "pointer": "/level_index", "detail": detail}],
+            )
+        return body.level_index
+    open_levels = [
+        (abs(math.log(lv.rate_per_s / rate)), i)
+        for i, lv in enumerate(bench.levels)
+        if lv.rate_per_s is not None
+    ]
+    if not open_levels:
+        detail = "the benchmark has no open-loop level (request rate) to compare with the plan"
+        raise UnprocessableError(
+            detail,
+            slug="no-open-loop-level",
+            errors=[{"location": "body", "pointer": pointer, "detail": detail}],
+        )
+    return min(open_levels)[1]
+
+
+def _interval(value: PredictionIntervalOut | None) -> tuple[float, float] | None:
+    return (value.low, value.high) if value is not None else None
+
+
+def _metrics(
+    row: SavedPlan, plan: dict[str, Any], predicted: dict[str, Any], level: EndpointLevel
+) -> list[MetricOut]:
+    arch = parse_architecture(row.model_config_json, name=row.model_id)
+    u = uncertainty(plan["engine"], row.model_id, arch)
+
+    def stat(name: str, statistic: str) -> float | None:
+        stats = getattr(level, name)
+        return None if stats is None else float(getattr(stats, statistic))
+
+    rows: list[tuple[str, float | None, float | None, PredictionIntervalOut | None]] = []
+    for metric, statistics in (("ttft_s", ("p50", "p95", "p99")), ("tpot_s", ("p50", "p95"))):
+        for s in statistics:
+            value = predicted.get(f"{metric[:-2]}_{s}_s")
+            band = u.latency(metric, value) if s == "p50" else None
+            rows.append((f"{metric}.{s}", value, stat(metric, s), band))
+    rows.append(("e2e_s.p95", predicted.get("e2e_p95_s"), stat("e2e_s", "p95"), None))
+    rows.append(("itl_s.p50", None, stat("itl_s", "p50"), None))
+    thr = predicted.get("throughput_requests_per_s")
+    rows.append(("throughput_requests_per_s", thr, level.throughput_requests_per_s, u.rate(thr)))
+    out = []
+    for name, value, measured, band in rows:
+        c = compare_metric(name, value, measured, _interval(band))
+        out.append(
+            MetricOut(
+                name=name,
+                predicted=c.predicted,
+                measured=c.measured,
+                ratio=c.ratio,
+                interval=band,
+                within_interval=c.within_interval,
+            )
+        )
+    return out
+
+
+def verify_plan(session: Session, row: SavedPlan, body: VerifyRequest) -> VerifyResponse:
+    """Predicted against measured for one ranked plan, and the SLO on the measured level."""
+    from servesize.schemas.slo import SloIn
+
+    if (body.measurement_id is None) == (body.benchmark is None):
+        detail = "give exactly one of measurement_id (a stored benchmark) or benchmark (inline)"
+        raise UnprocessableError(
+            detail,
+            slug="invalid-benchmark-reference",
+            errors=[
+                {"location": "body", "pointer": "/measurement_id", "detail": detail},
+                {"location": "body", "pointer": "/benchmark", "detail": detail},
+            ],
+        )
+    plan = _plan(row, body.rank, "body")
+    bench = body.benchmark or _stored_benchmark(session, plan, body)
+    index = _level(bench, body, float(row.request["traffic"]["rate_per_s"]))
+    level = bench.levels[index]
+    predicted = plan[plan["decided_by"]] or plan["tier_a"]
+    notes = []
+    if bench.model != row.model_id:
+        notes.append(f"the benchmark measured {bench.model!r}, the plan is for {row.model_id!r}")
+    if level.rate_per_s is not None:
+        notes.append(
+            f"measured at {level.rate_per_s:g} requests/s; the plan was sized for "
+            f"{row.request['traffic']['rate_per_s']:g}"
+        )
+    notes.append("intervals: the held-out bands of the p50 latencies and the throughput")
+    checks = check_slo(
+        SloIn.model_validate(row.request["slo"]).to_core(),
+        {
+            m: (getattr(level, m).model_dump() if getattr(level, m) else None)
+            for m in ("ttft_s", "itl_s", "tpot_s", "e2e_s")
+        },
+        requests=level.requests,
+        failed=level.failed + level.timed_out,
+        throughput_requests_per_s=level.throughput_requests_per_s,
+    )
+    return VerifyResponse(
+        plan_id=row.id,
+        rank=body.rank,
+        benchmark_source="inline" if body.benchmark is not None else "stored",
+        measurement_id=body.measurement_id,
+        benchmark_index=body.benchmark_index if body.benchmark is None else None,
+        level_index=index,
+        level=level,
+        predicted_by=plan["decided_by"] if plan[plan["decided_by"]] else "tier_a",
+        metrics=_metrics(row, plan, predicted, level),
+        slo=SloHeldOut(
+            held=checks.held,
+            checks=[
+                TargetCheckOut(name=c.name, limit=c.limit, measured=c.measured, held=c.held)
+                for c in checks.checks
+            ],
+        ),
+        notes=notes,
+    )
