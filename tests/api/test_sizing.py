@@ -45,6 +45,9 @@ def test_sizing_ranks_the_cheaper_gpu_first_and_verifies_it(client: TestClient) 
     assert best["headroom"] == 0.85
     assert best["cost_per_hour"] == best["replicas"] * best["gpus_per_replica"] * 1.0
     assert best["engine_args"]["vllm"][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B"]
+    assert best["engine_args"]["sglang"] is None  # only the engine sized for
+    assert best["launch"]["engine_version"] == "0.21.0"
+    assert best["launch"]["commands"][0]["argv"] == best["engine_args"]["vllm"]
     assert best["simulation"]["ttft_p95_s"] <= 2.0
     assert body["candidates_evaluated"] == 2
     assert body["cached"] is False
