@@ -350,9 +350,10 @@ def _argparse_options(funcs: list[ast.FunctionDef], ann: Annotations | None) -> 
     for func in funcs:
         sources = _kwargs_sources(func)
         for call in _calls(func, "add_argument"):
-            flags = [f for f in _flags(call) if f.startswith("-")]
+            # A flag built wholly from a substitution (a loop over fields) reads as "--".
+            flags = [f for f in _flags(call) if f.startswith("-") and f.strip("-")]
             names = _flags(call)
-            if not flags and len(names) == 1:
+            if not flags and len(names) == 1 and not names[0].startswith("-"):
                 options[f"<{names[0]}>"] = _explicit(call) | {"positional": names[0]}
                 continue
             if not flags:

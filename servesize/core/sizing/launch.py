@@ -17,6 +17,7 @@ from servesize.core.sizing.engine_args import (
     SGLANG_DIST_PORT,
     SGLANG_PORT,
     TRTLLM_EXTRA_OPTIONS,
+    TRTLLM_PORT,
     Role,
     sglang_args,
     sglang_parallel,
@@ -26,7 +27,9 @@ from servesize.core.sizing.engine_args import (
     yaml_lines,
 )
 
-__all__ = ["LaunchCommand", "LaunchPlan", "launch_plan"]
+__all__ = ["TRTLLM_DISAGG_CONFIG", "LaunchCommand", "LaunchPlan", "launch_plan"]
+
+TRTLLM_DISAGG_CONFIG = "disagg_config.yaml"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,26 +226,45 @@ def _trtllm_plan(
                 "srun --mpi=pmix) from node 0"
             )
         name = "server" if role == "both" else role
+        if copies == 1:
+            commands.append(LaunchCommand(role=name, argv=tuple(argv), files=files))
+            continue
+        per_node = max(gpus_per_node // world, 1)
         for k in range(copies):
-            label = name if copies == 1 else f"{name}{k}"
-            commands.append(LaunchCommand(role=label, argv=tuple(argv), files=files))
+            slot = k % per_node
+            devices = ",".join(str(slot * world + g) for g in range(world))
+            port = ["--port", str(TRTLLM_PORT + slot)]
+            at = argv.index("--port")
+            copy = ["env", f"CUDA_VISIBLE_DEVICES={devices}", *argv[:at], *port, *argv[at + 2 :]]
+            label = f"{name}{k}" if copies <= per_node else f"{name}{k}-node{k // per_node}"
+            commands.append(LaunchCommand(role=label, argv=tuple(copy), files=files))
     if copies > 1:
         notes.append(
-            f"TensorRT-LLM has no data parallelism for a dense model: start {copies} servers on "
-            f"disjoint sets of {world} GPUs (CUDA_VISIBLE_DEVICES, distinct --port) behind a "
+            f"TensorRT-LLM has no data parallelism for a dense model: {copies} servers on "
+            f"disjoint sets of {world} GPUs (CUDA_VISIBLE_DEVICES, one port each) behind a "
             "load balancer"
         )
     if disaggregated:
+        config = {
+            "hostname": "0.0.0.0",
+            "port": TRTLLM_PORT,
+            "backend": "pytorch",
+            "context_servers": {"num_instances": 1, "urls": [f"$PREFILL_ADDR:{TRTLLM_PORT}"]},
+            "generation_servers": {"num_instances": 1, "urls": [f"$DECODE_ADDR:{TRTLLM_PORT}"]},
+        }
+        text = "\n".join(yaml_lines(config)) + "\n"
         commands.append(
             LaunchCommand(
-                role="router", argv=("trtllm-serve", "disaggregated", "-c", "disagg_config.yaml")
+                role="router",
+                argv=("trtllm-serve", "disaggregated", "-c", TRTLLM_DISAGG_CONFIG),
+                files=((TRTLLM_DISAGG_CONFIG, text),),
             )
         )
         places += [("$PREFILL_ADDR", "a prefill server"), ("$DECODE_ADDR", "a decode server")]
         notes.append(
-            "P/D: cache_transceiver_config backend nixl; disagg_config.yaml lists "
-            "context_servers.urls [$PREFILL_ADDR:8000] and generation_servers.urls "
-            "[$DECODE_ADDR:8000]"
+            "P/D: both pools send KV through cache_transceiver_config (backend nixl); the "
+            f"router reads {TRTLLM_DISAGG_CONFIG}: substitute the addresses there and list "
+            "every server of each pool"
         )
     return commands, notes, places
 
@@ -266,10 +288,13 @@ def launch_plan(
         commands, notes, places = _trtllm_plan(model, memory, node, disaggregated, is_moe)
     else:
         commands, notes, places = _vllm_plan(model, memory, node, disaggregated)
+    flag = {"sglang": "--context-length", "trtllm": "max_seq_len"}.get(
+        res.engine, "--max-model-len"
+    )
     notes.append(
-        f"--max-model-len / context {res.max_model_len}: the longest request the plan was sized "
-        "for; a longer context shrinks nothing in the pool but admits longer requests than "
-        "were planned"
+        f"{flag} {res.max_model_len}: the context length the plan was sized for (by default "
+        "the smallest power of two >= 2048 that holds the longest request), set explicitly; "
+        "longer requests need a new sizing"
     )
     return LaunchPlan(
         engine=res.engine,

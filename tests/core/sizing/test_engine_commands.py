@@ -317,6 +317,19 @@ def _check_trtllm(plan: Plan, is_moe: bool) -> None:
     copies = 1 if is_moe else c.data_parallel_size
     pools = 2 if c.kind == "disaggregated" else 1
     assert len(servers) == pools * copies
+    # Dense data parallelism: servers sharing a node hold disjoint GPUs and ports.
+    if copies > 1:
+        seen: dict[tuple[str, str], list[tuple[set[str], str]]] = {}
+        for cmd in servers:
+            assert cmd.argv[0] == "env"
+            devices = set(cmd.argv[1].removeprefix("CUDA_VISIBLE_DEVICES=").split(","))
+            port = cmd.argv[cmd.argv.index("--port") + 1]
+            pool = cmd.role.rstrip("0123456789").split("-")[0].rstrip("0123456789")
+            node = cmd.role.split("-node")[1] if "-node" in cmd.role else "0"
+            for other, other_port in seen.get((pool, node), []):
+                assert not devices & other
+                assert port != other_port
+            seen.setdefault((pool, node), []).append((devices, port))
     for cmd in servers:
         argv = cmd.argv[cmd.argv.index("trtllm-serve") :]
         ns = _parse(TRTLLM, argv, ["trtllm-serve"])
@@ -509,6 +522,11 @@ def test_disaggregated_plans_name_the_connector_and_the_router() -> None:
                 assert any("NixlConnector" in n for n in plan.launch.notes)
             else:
                 assert "router" in roles
+            if engine == "trtllm":
+                (router,) = (c for c in plan.launch.commands if c.role == "router")
+                config = yaml.safe_load(dict(router.files)[router.argv[-1]])
+                assert config["context_servers"]["urls"] == ["$PREFILL_ADDR:8000"]
+                assert config["generation_servers"]["urls"] == ["$DECODE_ADDR:8000"]
 
 
 def test_abbreviated_and_unknown_flags_are_refused_by_the_snapshot_parsers() -> None:
