@@ -42,7 +42,8 @@ Versions modelled (option tables in ``servesize/data/engine_options/``, regenera
 
 A KV format an engine cannot store is :func:`unsupported_kv` (a rejected candidate, never a
 silent ``auto``); a layout with no form in the engine is :func:`unsupported_layout`.
-Placeholders: ``$MASTER_ADDR`` (node 0's address, reachable from every node),
+Placeholders: ``$MASTER_ADDR`` (node 0's address, reachable from every node; per pool
+``$PREFILL_MASTER_ADDR`` / ``$DECODE_MASTER_ADDR``),
 ``$NODE<k>_ADDR`` (node ``k``), ``$PREFILL_ADDR`` / ``$DECODE_ADDR`` (a server of each pool).
 """
 
@@ -60,6 +61,7 @@ __all__ = [
     "COMMAND_VERSIONS",
     "ROUTER_BIND",
     "Role",
+    "master_placeholder",
     "sglang_args",
     "sglang_parallel",
     "shell_command",
@@ -110,6 +112,12 @@ def shell_command(argv: tuple[str, ...] | list[str]) -> str:
     'a b' $MASTER_ADDR:5000 --x
     """
     return " ".join(a if _PLACEHOLDER.match(a) else shlex.quote(a) for a in argv)
+
+
+def master_placeholder(role: Role) -> str:
+    """Node 0's address: ``$MASTER_ADDR``, or ``$PREFILL_MASTER_ADDR`` /
+    ``$DECODE_MASTER_ADDR`` for the two pools of a disaggregated plan."""
+    return "$MASTER_ADDR" if role == "both" else f"${role.upper()}_MASTER_ADDR"
 
 
 def _model_kv(res: ResolvedDeployment) -> bool:
@@ -173,7 +181,7 @@ def vllm_args(
         if rank > 0:
             args += ["--headless", "--data-parallel-start-rank", str(rank * local)]
         args += ["--data-parallel-size-local", str(local)]
-        args += ["--data-parallel-address", "$MASTER_ADDR"]
+        args += ["--data-parallel-address", master_placeholder(role)]
         args += ["--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT)]
     args.append(
         "--enable-expert-parallel" if res.enable_expert_parallel else "--no-enable-expert-parallel"
@@ -229,7 +237,7 @@ def sglang_args(
     if node is not None:
         rank, nodes = node
         args += ["--nnodes", str(nodes), "--node-rank", str(rank)]
-        args += ["--dist-init-addr", f"$MASTER_ADDR:{SGLANG_DIST_PORT}"]
+        args += ["--dist-init-addr", f"{master_placeholder(role)}:{SGLANG_DIST_PORT}"]
     args += ["--mem-fraction-static", f"{res.memory_fraction:g}"]
     if max_total_tokens is not None:
         args += ["--max-total-tokens", str(max_total_tokens)]

@@ -19,6 +19,7 @@ from servesize.core.sizing.engine_args import (
     TRTLLM_EXTRA_OPTIONS,
     TRTLLM_PORT,
     Role,
+    master_placeholder,
     sglang_args,
     sglang_parallel,
     trtllm_args,
@@ -64,6 +65,10 @@ def _nodes(res: ResolvedDeployment, gpus_per_node: int) -> tuple[int, int]:
     return math.ceil(res.data_parallel_size / local), local
 
 
+def _node0(role: Role) -> str:
+    return "address of node 0" + ("" if role == "both" else f" of a {role} replica")
+
+
 def _vllm_plan(
     model: str, memory: MemoryPlan, gpus_per_node: int, disaggregated: bool
 ) -> tuple[list[LaunchCommand], list[str], list[tuple[str, str]]]:
@@ -92,9 +97,10 @@ def _vllm_plan(
             label = f"node{rank}" if role == "both" else f"{role}-node{rank}"
             commands.append(LaunchCommand(role=label, argv=tuple(argv)))
     if nodes > 1:
-        places.append(
-            ("$MASTER_ADDR", "address of node 0 (runs the API server and the DP coordinator)")
-        )
+        places += [
+            (master_placeholder(r), f"{_node0(r)} (runs the API server and DP coordinator)")
+            for r in roles
+        ]
         notes.append(
             f"one replica spans {nodes} nodes ({local} data-parallel ranks of "
             f"{res.tensor_parallel_size * res.pipeline_parallel_size} GPUs per node); secondary "
@@ -160,9 +166,13 @@ def _sglang_plan(
                 )
             commands.append(LaunchCommand(role=label, argv=tuple(argv)))
     if nodes > 1 and dp_attention:
-        places.append(
-            ("$MASTER_ADDR", f"address of node 0 (torch.distributed init, port {SGLANG_DIST_PORT})")
-        )
+        places += [
+            (
+                master_placeholder(r),
+                f"{_node0(r)} (torch.distributed, port {SGLANG_DIST_PORT})",
+            )
+            for r in roles
+        ]
     elif nodes > 1 and not disaggregated:
         urls = [f"http://$NODE{k}_ADDR:{SGLANG_PORT}" for k in range(nodes)]
         router = ["python", "-m", "sglang_router.launch_router", *ROUTER_BIND]

@@ -225,7 +225,10 @@ def _check_vllm(plan: Plan) -> None:
             rank = int(cmd.role.rsplit("node", 1)[1])
             local = GPUS_PER_NODE // (c.tensor_parallel_size * c.pipeline_parallel_size)
             assert ns.data_parallel_size_local == local
-            assert ns.data_parallel_address == "$MASTER_ADDR"
+            pool = "" if c.kind == "aggregated" else cmd.role.split("-")[0].upper() + "_"
+            assert ns.data_parallel_address == f"${pool}MASTER_ADDR"
+            assert plan.launch is not None
+            assert f"${pool}MASTER_ADDR" in dict(plan.launch.placeholders)
             assert ns.headless is (rank > 0)
             assert (ns.data_parallel_start_rank or 0) == rank * local
             local_total += local
@@ -276,10 +279,12 @@ def _check_sglang(plan: Plan, is_moe: bool) -> None:
         assert ns.mem_fraction_static == round((total_mb - reserved) / total_mb, 3)
         if c.kind == "disaggregated":
             assert ns.disaggregation_mode == cmd.role.split("-")[0]
-        if cmd.role.startswith("node") and ns.nnodes is not None and ns.nnodes > 1:
+        if ns.nnodes is not None and ns.nnodes > 1:
             assert ns.enable_dp_attention
-            assert ns.dist_init_addr == "$MASTER_ADDR:5000"
-            assert ns.node_rank == int(cmd.role[4:])
+            assert ns.nnodes == math.ceil(c.gpus_per_replica / GPUS_PER_NODE)
+            pool = "" if c.kind == "aggregated" else cmd.role.split("-")[0].upper() + "_"
+            assert ns.dist_init_addr == f"${pool}MASTER_ADDR:5000"
+            assert ns.node_rank == int(cmd.role.rsplit("node", 1)[1])
     assert plan.launch is not None
     for cmd in plan.launch.commands:
         if cmd.role == "router":
