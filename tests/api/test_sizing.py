@@ -240,3 +240,23 @@ def test_the_cache_keeps_the_most_recently_used_answers() -> None:
     assert cache.get("b") is None
     assert len(cache) == 2
     assert sizing_key(x=1, y=[2]) == sizing_key(y=[2], x=1) != sizing_key(x=1, y=[3])
+
+
+def test_a_disaggregated_sglang_plan_carries_both_pools_and_the_router(client: TestClient) -> None:
+    body = BODY | {
+        "candidates": BODY["candidates"]
+        | {"hardware": ["h100-sxm"], "engines": ["sglang"], "disaggregation": True},
+        "verify_top": 0,
+    }
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 200, response.text
+    (pd,) = [p for p in response.json()["plans"] if p["kind"] == "disaggregated"]
+    assert pd["engine_args"]["vllm"] is None
+    prefill, decode = pd["engine_args"]["sglang"], pd["decode_engine_args"]["sglang"]
+    assert prefill[prefill.index("--disaggregation-mode") + 1] == "prefill"
+    assert decode[decode.index("--disaggregation-mode") + 1] == "decode"
+    roles = [c["role"] for c in pd["launch"]["commands"]]
+    assert roles == ["prefill", "decode", "router"]
+    router = pd["launch"]["commands"][2]["command"]
+    assert "--pd-disaggregation --prefill http://$PREFILL_ADDR:30000 8998" in router
+    assert set(pd["launch"]["placeholders"]) == {"$PREFILL_ADDR", "$DECODE_ADDR"}

@@ -73,16 +73,14 @@ def launch_out(launch: LaunchPlan) -> LaunchOut:
     )
 
 
-def _engine_args(launch: LaunchPlan | None, role: str) -> EngineArgsOut | None:
-    """The first command of ``role`` (``server``/``node0`` for aggregated plans) under the
-    engine's key."""
+def _engine_args(launch: LaunchPlan | None, pool: str = "") -> EngineArgsOut | None:
+    """The first server command (of ``pool``, ``prefill`` or ``decode``, for P/D plans) under
+    the engine's key; the other engines' keys stay null."""
     if launch is None:
         return None
     first = next(
-        (c for c in launch.commands if c.role == role or c.role.startswith(f"{role}")), None
+        (c for c in launch.commands if c.role != "router" and c.role.startswith(pool)), None
     )
-    if first is None:
-        first = next((c for c in launch.commands if c.role != "router"), None)
     if first is None:
         return None
     return EngineArgsOut.model_validate({launch.engine: list(first.argv)})
@@ -92,11 +90,6 @@ def plan_out(rank: int, plan: Plan, model: str) -> PlanOut:
     """One plan as JSON, with the launch commands of its engine."""
     c, res = plan.candidate, plan.memory.deployment
     disagg = c.kind == "disaggregated"
-    first_role = (
-        "prefill"
-        if disagg
-        else ("server" if plan.launch and plan.launch.commands[0].role == "server" else "node0")
-    )
     return PlanOut(
         rank=rank,
         kind=c.kind,
@@ -120,7 +113,7 @@ def plan_out(rank: int, plan: Plan, model: str) -> PlanOut:
             kv_cache_dtype=res.kv_cache.name,
             max_model_len=res.max_model_len,
         ),
-        engine_args=_engine_args(plan.launch, first_role) or EngineArgsOut(),
+        engine_args=_engine_args(plan.launch, "prefill" if disagg else "") or EngineArgsOut(),
         decode_engine_args=_engine_args(plan.launch, "decode") if disagg else None,
         launch=launch_out(plan.launch) if plan.launch is not None else None,
         max_rate_per_replica_per_s=plan.max_rate_per_replica_per_s,
