@@ -106,7 +106,11 @@ def test_table_lists_the_cheaper_gpu_first_when_both_meet_the_slo() -> None:
     assert float(cost) == replicas * per_replica * 1.0
     assert float(per_million) == pytest.approx(float(cost) / (8 * 128 * 3600) * 1e6, abs=5e-4)
     assert rows[0][-1] == "sim"  # the first plan was verified by simulation
-    assert "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1" in result.output
+    served = "vllm serve meta-llama/Llama-3.1-8B --port 8000 --tensor-parallel-size 1"
+    assert served in result.output
+    # Only the engine sized for: no SGLang command for a vLLM plan.
+    assert "sglang" not in result.output
+    assert "--kv-cache-memory-bytes" in result.output
 
 
 def test_rejected_candidates_are_summarised_with_their_reason() -> None:

@@ -188,7 +188,6 @@ def size_command(
     ] = None,
 ) -> None:
     """The cheapest deployments that serve --rate within --slo, ranked, from the datasheet GPUs."""
-    import shlex
     from collections import Counter
 
     from servesize.calibration import tables_for_gpu
@@ -200,9 +199,8 @@ def size_command(
         default_max_model_len,
         explain,
         parse_slo,
-        sglang_args,
+        shell_command,
         size,
-        vllm_args,
     )
     from servesize.db.seed import datasheet_entries
 
@@ -270,16 +268,21 @@ def size_command(
     if result.plans:
         console.print(_plan_table(result.plans, space, narrow=console.width < SIZE_WIDE_COLUMNS))
         best = result.plans[0]
-        res = best.memory.deployment
-        if best.prefill_replicas is not None:
-            launches = [
-                ("prefill", vllm_args(model, res, role="prefill")),
-                ("decode", vllm_args(model, res, role="decode")),
-            ]
-        else:
-            launches = [("vllm", vllm_args(model, res)), ("sglang", sglang_args(model, res))]
-        for name, args in launches:
-            console.print(f"#1 {name}: {shlex.join(args)}", soft_wrap=True, markup=False)
+        if best.launch is not None:
+            launch = best.launch
+            for cmd in launch.commands:
+                name = launch.engine if cmd.role == "server" else f"{launch.engine} {cmd.role}"
+                console.print(f"#1 {name}: {shell_command(cmd.argv)}", soft_wrap=True, markup=False)
+                for path, text in cmd.files:
+                    console.print(f"#1 {path}:\n{text}", soft_wrap=True, markup=False)
+            for key, meaning in launch.placeholders:
+                console.print(f"#1 {key}: {meaning}", soft_wrap=True, markup=False)
+            for note in launch.notes:
+                console.print(
+                    f"#1 launch ({launch.engine} {launch.engine_version}): {note}",
+                    soft_wrap=True,
+                    markup=False,
+                )
         for note in best.notes:
             console.print(f"#1 note: {note}", soft_wrap=True, markup=False)
     if result.rejected:

@@ -156,8 +156,39 @@ class PredictedOut(ResponseModel):
 
 
 class EngineArgsOut(ResponseModel):
-    vllm: list[str]
-    sglang: list[str]
+    """The first command of the plan's engine (the server, or node 0 of a multi-node replica);
+    the other engines are null. Every command is in ``launch``."""
+
+    vllm: list[str] | None = None
+    sglang: list[str] | None = None
+    trtllm: list[str] | None = None
+
+
+class LaunchFileOut(ResponseModel):
+    path: str
+    content: str
+
+
+class LaunchCommandOut(ResponseModel):
+    role: str
+    """``server``, ``node<k>`` (one command per node), ``prefill``, ``decode``, ``router``."""
+    argv: list[str]
+    command: str
+    """``argv`` quoted for a POSIX shell."""
+    files: list[LaunchFileOut] = Field(default_factory=list)
+    """Files the command reads (TensorRT-LLM's ``--extra_llm_api_options`` YAML)."""
+
+
+class LaunchOut(ResponseModel):
+    """How to start one replica (each pool's replica for P/D) of the plan's engine."""
+
+    engine: str
+    engine_version: str
+    """The release whose option table the commands are written and checked against."""
+    commands: list[LaunchCommandOut]
+    placeholders: dict[str, str]
+    """``$MASTER_ADDR`` and the like: what to substitute before running."""
+    notes: list[str]
 
 
 class KnobsOut(ResponseModel):
@@ -195,6 +226,8 @@ class PlanOut(ResponseModel):
     engine_args: EngineArgsOut
     decode_engine_args: EngineArgsOut | None
     """Disaggregated plans: the decode pool's command (``engine_args`` is the prefill pool's)."""
+    launch: LaunchOut | None = None
+    """Every command of the plan's engine, with the knobs the plan assumed."""
     max_rate_per_replica_per_s: float
     decode_max_rate_per_replica_per_s: float | None
     utilization: float

@@ -45,6 +45,9 @@ def test_sizing_ranks_the_cheaper_gpu_first_and_verifies_it(client: TestClient) 
     assert best["headroom"] == 0.85
     assert best["cost_per_hour"] == best["replicas"] * best["gpus_per_replica"] * 1.0
     assert best["engine_args"]["vllm"][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B"]
+    assert best["engine_args"]["sglang"] is None  # only the engine sized for
+    assert best["launch"]["engine_version"] == "0.21.0"
+    assert best["launch"]["commands"][0]["argv"] == best["engine_args"]["vllm"]
     assert best["simulation"]["ttft_p95_s"] <= 2.0
     assert body["candidates_evaluated"] == 2
     assert body["cached"] is False
@@ -237,3 +240,23 @@ def test_the_cache_keeps_the_most_recently_used_answers() -> None:
     assert cache.get("b") is None
     assert len(cache) == 2
     assert sizing_key(x=1, y=[2]) == sizing_key(y=[2], x=1) != sizing_key(x=1, y=[3])
+
+
+def test_a_disaggregated_sglang_plan_carries_both_pools_and_the_router(client: TestClient) -> None:
+    body = BODY | {
+        "candidates": BODY["candidates"]
+        | {"hardware": ["h100-sxm"], "engines": ["sglang"], "disaggregation": True},
+        "verify_top": 0,
+    }
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 200, response.text
+    (pd,) = [p for p in response.json()["plans"] if p["kind"] == "disaggregated"]
+    assert pd["engine_args"]["vllm"] is None
+    prefill, decode = pd["engine_args"]["sglang"], pd["decode_engine_args"]["sglang"]
+    assert prefill[prefill.index("--disaggregation-mode") + 1] == "prefill"
+    assert decode[decode.index("--disaggregation-mode") + 1] == "decode"
+    roles = [c["role"] for c in pd["launch"]["commands"]]
+    assert roles == ["prefill", "decode", "router"]
+    router = pd["launch"]["commands"][2]["command"]
+    assert "--pd-disaggregation --prefill http://$PREFILL_ADDR:30000 8998" in router
+    assert set(pd["launch"]["placeholders"]) == {"$PREFILL_ADDR", "$DECODE_ADDR"}

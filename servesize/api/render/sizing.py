@@ -8,19 +8,21 @@ from typing import Any
 
 from servesize.api.errors import SloInfeasibleError
 from servesize.core.sizing import (
+    LaunchPlan,
     Plan,
     Predicted,
-    Role,
     SizingResult,
     ZeroLoadBest,
     explain,
-    sglang_args,
-    vllm_args,
+    shell_command,
 )
 from servesize.prices import PriceQuote
 from servesize.schemas.sizing import (
     EngineArgsOut,
     KnobsOut,
+    LaunchCommandOut,
+    LaunchFileOut,
+    LaunchOut,
     PlanOut,
     PredictedOut,
     PriceSourceOut,
@@ -54,11 +56,42 @@ def predicted_out(p: Predicted | None) -> PredictedOut | None:
     )
 
 
+def launch_out(launch: LaunchPlan) -> LaunchOut:
+    """A plan's launch commands as JSON."""
+    return LaunchOut(
+        engine=launch.engine,
+        engine_version=launch.engine_version,
+        commands=[
+            LaunchCommandOut(
+                role=c.role,
+                argv=list(c.argv),
+                command=shell_command(c.argv),
+                files=[LaunchFileOut(path=p, content=t) for p, t in c.files],
+            )
+            for c in launch.commands
+        ],
+        placeholders=dict(launch.placeholders),
+        notes=list(launch.notes),
+    )
+
+
+def _engine_args(launch: LaunchPlan | None, pool: str = "") -> EngineArgsOut | None:
+    """The first server command (of ``pool``, ``prefill`` or ``decode``, for P/D plans) under
+    the engine's key; the other engines' keys stay null."""
+    if launch is None:
+        return None
+    first = next(
+        (c for c in launch.commands if c.role != "router" and c.role.startswith(pool)), None
+    )
+    if first is None:
+        return None
+    return EngineArgsOut.model_validate({launch.engine: list(first.argv)})
+
+
 def plan_out(rank: int, plan: Plan, model: str) -> PlanOut:
-    """One plan as JSON, with the launch commands of its pools."""
+    """One plan as JSON, with the launch commands of its engine."""
     c, res = plan.candidate, plan.memory.deployment
     disagg = c.kind == "disaggregated"
-    role_first: Role = "prefill" if disagg else "both"
     return PlanOut(
         rank=rank,
         kind=c.kind,
@@ -82,18 +115,9 @@ def plan_out(rank: int, plan: Plan, model: str) -> PlanOut:
             kv_cache_dtype=res.kv_cache.name,
             max_model_len=res.max_model_len,
         ),
-        engine_args=EngineArgsOut(
-            vllm=vllm_args(model, res, role=role_first),
-            sglang=sglang_args(model, res, role=role_first),
-        ),
-        decode_engine_args=(
-            EngineArgsOut(
-                vllm=vllm_args(model, res, role="decode"),
-                sglang=sglang_args(model, res, role="decode"),
-            )
-            if disagg
-            else None
-        ),
+        engine_args=_engine_args(plan.launch, "prefill" if disagg else "") or EngineArgsOut(),
+        decode_engine_args=_engine_args(plan.launch, "decode") if disagg else None,
+        launch=launch_out(plan.launch) if plan.launch is not None else None,
         max_rate_per_replica_per_s=plan.max_rate_per_replica_per_s,
         decode_max_rate_per_replica_per_s=plan.decode_max_rate_per_replica_per_s,
         utilization=plan.utilization,

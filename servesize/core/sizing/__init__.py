@@ -9,14 +9,24 @@
 ``replicas_needed``            ``ceil(target / (λ* × headroom))``
 ``zero_load_infeasibility``    each target no candidate meets idle: its best value, and where
 ``screen_curve``               Tier A: the largest per-replica rate meeting every target
-``vllm_args``                  ``vllm serve`` / ``sglang.launch_server`` argument lists
+``launch_plan``                the plan's engine's launch commands (vLLM, SGLang, TensorRT-LLM)
 =============================  ==================================================================
 """
 
 from servesize.core.sizing.defaults import default_max_model_len, upper_tokens
-from servesize.core.sizing.engine_args import Role, sglang_args, vllm_args
+from servesize.core.sizing.engine_args import (
+    COMMAND_VERSIONS,
+    Role,
+    sglang_args,
+    shell_command,
+    trtllm_args,
+    trtllm_options,
+    unsupported_kv,
+    vllm_args,
+)
 from servesize.core.sizing.explanation import explain
 from servesize.core.sizing.inputs import DEFAULT_HEADROOM, SizingTraffic
+from servesize.core.sizing.launch import LaunchCommand, LaunchPlan, launch_plan
 from servesize.core.sizing.result import (
     Plan,
     Predicted,
@@ -48,6 +58,7 @@ from servesize.core.sizing.tier_a import replicas_needed
 from servesize.core.sizing.verify import FLEET_MAX_REPLICAS, MAX_EXTRA_REPLICAS
 
 __all__ = [
+    "COMMAND_VERSIONS",
     "DEFAULT_HEADROOM",
     "DEFAULT_KV_CACHE_DTYPES",
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
@@ -57,6 +68,8 @@ __all__ = [
     "UTILIZATION_CAP",
     "Candidate",
     "CandidateKind",
+    "LaunchCommand",
+    "LaunchPlan",
     "Miss",
     "Plan",
     "Predicted",
@@ -73,12 +86,17 @@ __all__ = [
     "default_max_model_len",
     "enumerate_candidates",
     "explain",
+    "launch_plan",
     "parse_slo",
     "replicas_needed",
     "screen_curve",
     "sglang_args",
+    "shell_command",
     "size",
     "target_curves",
+    "trtllm_args",
+    "trtllm_options",
+    "unsupported_kv",
     "upper_tokens",
     "vllm_args",
     "zero_load_infeasibility",

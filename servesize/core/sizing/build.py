@@ -19,6 +19,7 @@ from __future__ import annotations
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment, InvalidDeploymentError, MemoryPlan, plan_memory
 from servesize.core.replica import KVLink, Replica, StepModelCache, replica_from_plan
+from servesize.core.sizing.engine_args import unsupported_kv, unsupported_layout
 from servesize.core.sizing.inputs import SizingInputs
 from servesize.core.sizing.result import Rejection
 from servesize.core.sizing.space import Candidate
@@ -58,8 +59,9 @@ def deployment_of(c: Candidate) -> Deployment:
 def plan_candidate(inputs: SizingInputs, c: Candidate, *, is_moe: bool) -> MemoryPlan | Rejection:
     """The memory plan of one replica of ``c``, or why ``c`` cannot run: over the GPU limit even
     with one replica per pool, expert parallelism without experts, a deployment the engine
-    refuses, a context shorter than the longest request, or weights and runtime that do not
-    fit."""
+    refuses, a context shorter than the longest request, weights and runtime that do not
+    fit, or a KV format or layout the engine release cannot launch
+    (:func:`~.engine_args.unsupported_kv`, :func:`~.engine_args.unsupported_layout`)."""
     pools = 2 if c.kind == "disaggregated" else 1
     if inputs.max_gpus is not None and c.gpus_per_replica * pools > inputs.max_gpus:
         return Rejection(
@@ -96,6 +98,11 @@ def plan_candidate(inputs: SizingInputs, c: Candidate, *, is_moe: bool) -> Memor
             reason="does-not-fit",
             detail="; ".join(memory.reasons) or "the deployment does not fit",
         )
+    refused = unsupported_kv(memory.deployment) or unsupported_layout(
+        memory.deployment, is_moe=is_moe
+    )
+    if refused is not None:
+        return Rejection(candidate=c, reason="engine-unsupported", detail=refused)
     return memory
 
 

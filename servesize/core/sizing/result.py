@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from servesize.core.memory import MemoryPlan
+from servesize.core.sizing.launch import LaunchPlan
 from servesize.core.sizing.screen import Miss
 from servesize.core.sizing.space import Candidate
 
@@ -36,6 +37,7 @@ RejectReason = Literal[
     "does-not-fit",
     "context-too-short",
     "unsupported",
+    "engine-unsupported",
     "infeasible-at-zero-load",
     "verification-failed",
 ]
@@ -89,6 +91,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     """Why a plan is decided by Tier A although verification was asked for, and the like."""
     target_output_tokens_per_s: float = 0.0
+    launch: LaunchPlan | None = None
+    """The engine's launch commands (filled in for the returned plans)."""
 
     @property
     def gpus_per_replica(self) -> int:

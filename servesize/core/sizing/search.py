@@ -3,7 +3,8 @@
 1. **Enumerate** hardware × engine × parallelism × knobs (:mod:`.space`).
 2. **Prune** with a reason (:mod:`.build`): over the GPU limit (before any work), invalid for
    the engine, does not fit by the memory ledger (its reason), a context shorter than the
-   longest request, or a layout the step-time model cannot run (``unsupported``).
+   longest request, a KV format or layout the engine release cannot launch
+   (``engine-unsupported``), or a layout the step-time model cannot run (``unsupported``).
 3. **Screen** every survivor with Tier A (:mod:`.tier_a`, :mod:`.screen`; one vectorised
    :func:`open_loop_curve` pass): the per-replica maximum rate ``λ*`` under the SLO, then
    ``replicas = ceil(target / (λ* × headroom))``; the headroom absorbs model and forecast error
@@ -28,13 +29,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servesize.core.architecture import Architecture, summarize
 from servesize.core.errors import UnsupportedDeploymentError
 from servesize.core.replica import StepModelCache
 from servesize.core.sizing.build import compile_candidate, plan_candidate
 from servesize.core.sizing.inputs import DEFAULT_HEADROOM, SizingInputs, SizingTraffic
+from servesize.core.sizing.launch import launch_plan
 from servesize.core.sizing.rank import ranked, unpriced_warning
 from servesize.core.sizing.result import Plan, Rejection, SizingResult
 from servesize.core.sizing.screen import TargetCurve, target_curves
@@ -118,6 +120,19 @@ def _screen_space(
     )
 
 
+def _with_launch(inputs: SizingInputs, model_name: str, plan: Plan, *, is_moe: bool) -> Plan:
+    """The plan with its engine's launch commands (:func:`launch_plan`)."""
+    link = inputs.hardware[plan.candidate.hardware_id].interconnect
+    launch = launch_plan(
+        model_name,
+        plan.memory,
+        is_moe=is_moe,
+        gpus_per_node=link.gpus_per_node if link is not None else None,
+        disaggregated=plan.candidate.kind == "disaggregated",
+    )
+    return replace(plan, launch=launch)
+
+
 def size(
     arch: Architecture,
     *,
@@ -177,10 +192,12 @@ def size(
     unpriced = unpriced_warning(plans)
     if unpriced is not None:
         warnings.append(unpriced)
+    is_moe = summarize(arch).num_experts > 0
+    returned = [
+        with_tier_a(inputs, screening.screened[p.candidate.label], p) for p in plans[:max_plans]
+    ]
     return SizingResult(
-        plans=tuple(
-            with_tier_a(inputs, screening.screened[p.candidate.label], p) for p in plans[:max_plans]
-        ),
+        plans=tuple(_with_launch(inputs, model_name, p, is_moe=is_moe) for p in returned),
         plans_found=len(plans),
         rejected=(*screening.rejected, *verified.rejected),
         candidates_evaluated=screening.evaluated,

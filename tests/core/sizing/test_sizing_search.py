@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from servesize.core.memory import Deployment, plan_memory
-from servesize.core.sizing import SearchSpace, SizingTraffic, sglang_args, size, vllm_args
+from servesize.core.sizing import SearchSpace, SizingTraffic, size
 from servesize.core.slo import LatencyTarget, ServiceLevelObjective
 from servesize.core.traffic import FixedLength
 from tests.core.sizing.fixtures import GPUS, LLAMA_8B, LLAMA_70B
@@ -32,20 +32,12 @@ VLLM_FLAGS = {
     "--kv-cache-dtype",
     "--max-model-len",
     "--kv-transfer-config",
-}
-# SGLang flags, from sgl-project/sglang:python/sglang/srt/server_args.py.
-SGLANG_FLAGS = {
-    "--model-path",
-    "--tp",
-    "--pp-size",
-    "--dp",
-    "--ep-size",
-    "--mem-fraction-static",
-    "--max-running-requests",
-    "--chunked-prefill-size",
-    "--kv-cache-dtype",
-    "--context-length",
-    "--disaggregation-mode",
+    "--port",
+    "--no-enable-expert-parallel",
+    "--enable-chunked-prefill",
+    "--enable-prefix-caching",
+    "--block-size",
+    "--kv-cache-memory-bytes",
 }
 
 
@@ -203,14 +195,13 @@ def test_engine_args_use_known_flags_and_the_plan_fits() -> None:
         prices={},
         verify_top=0,
     )
-    res = result.plans[0].memory.deployment
-    for args, known, start in (
-        (vllm_args("meta-llama/Llama-3.1-8B", res), VLLM_FLAGS, 3),
-        (sglang_args("meta-llama/Llama-3.1-8B", res, role="prefill"), SGLANG_FLAGS, 3),
-    ):
-        flags = {a for a in args[start:] if a.startswith("--")}
-        assert flags <= known, flags - known
-    args = vllm_args("meta-llama/Llama-3.1-8B", res)
+    launch = result.plans[0].launch
+    assert launch is not None
+    assert launch.engine == "vllm"
+    (server,) = launch.commands
+    args = list(server.argv)
+    flags = {a for a in args[3:] if a.startswith("--")}
+    assert flags <= VLLM_FLAGS, flags - VLLM_FLAGS
     value = {args[i]: args[i + 1] for i in range(3, len(args) - 1) if args[i].startswith("--")}
     assert value["--tensor-parallel-size"] == "2"
     # The arguments, read back as a deployment, fit by the memory ledger.
