@@ -174,14 +174,44 @@ def _command(args: Any, engine: str) -> list[str] | None:
     return None
 
 
+def _launch_command(plan: dict[str, Any], role: str) -> list[str] | None:
+    """The argv of ``role`` in the plan's ``launch`` commands; None when the plan has none or
+    a replica needs several commands (nodes, a router) that one Deployment cannot run."""
+    launch = plan.get("launch")
+    if not isinstance(launch, dict):
+        return None
+    commands = [c for c in launch.get("commands", []) if isinstance(c, dict)]
+    if any(c.get("role") not in ("server", "prefill", "decode") for c in commands):
+        return None
+    for c in commands:
+        argv = c.get("argv")
+        if c.get("role") == role and isinstance(argv, list):
+            return [str(a) for a in argv]
+    return None
+
+
 def _pools(plan: dict[str, Any]) -> list[tuple[str, list[str] | None, int]]:
     engine = plan["engine"]
     if plan["kind"] == "disaggregated":
         return [
-            ("prefill", _command(plan["engine_args"], engine), plan["prefill_replicas"]),
-            ("decode", _command(plan.get("decode_engine_args"), engine), plan["decode_replicas"]),
+            (
+                "prefill",
+                _launch_command(plan, "prefill") or _command(plan["engine_args"], engine),
+                plan["prefill_replicas"],
+            ),
+            (
+                "decode",
+                _launch_command(plan, "decode") or _command(plan.get("decode_engine_args"), engine),
+                plan["decode_replicas"],
+            ),
         ]
-    return [("both", _command(plan["engine_args"], engine), plan["replicas"])]
+    return [
+        (
+            "both",
+            _launch_command(plan, "server") or _command(plan["engine_args"], engine),
+            plan["replicas"],
+        )
+    ]
 
 
 def _mean_tokens(spec: Any) -> int:

@@ -13,7 +13,6 @@ from servesize.cli.app import app, architecture_or_exit, console, datasheet_gpu,
 from servesize.core.traffic import FixedLength
 
 if TYPE_CHECKING:
-    from servesize.core.memory import ResolvedDeployment
     from servesize.core.sizing import Plan, SearchSpace
 
 __all__ = ["SIZE_WIDE_COLUMNS", "size_command"]
@@ -118,22 +117,12 @@ def _plan_table(plans: Sequence[Plan], space: SearchSpace, *, narrow: bool) -> T
     return table
 
 
-def _launches(model: str, plan: Plan) -> list[tuple[str, list[str]]]:
-    """The launch commands of the plan's own engine, one per pool (none for an engine without
-    a command builder)."""
-    from servesize.core.sizing import sglang_args, vllm_args
-
-    builders = {"vllm": vllm_args, "sglang": sglang_args}
-    build = builders.get(plan.candidate.engine)
-    if build is None:
+def _launches(plan: Plan) -> list[tuple[str, list[str]]]:
+    """The plan's launch commands (``Plan.launch``) as ``(role, argv)``; a single server's role
+    is ``both``, as the manifests name it."""
+    if plan.launch is None:
         return []
-    res: ResolvedDeployment = plan.memory.deployment
-    if plan.prefill_replicas is not None:
-        return [
-            ("prefill", build(model, res, role="prefill")),
-            ("decode", build(model, res, role="decode")),
-        ]
-    return [("both", build(model, res))]
+    return [("both" if c.role == "server" else c.role, list(c.argv)) for c in plan.launch.commands]
 
 
 @app.command("size")
@@ -313,7 +302,7 @@ def size_command(
             out,
             model=model,
             plans=result.plans,
-            launches=[_launches(model, p) for p in result.plans],
+            launches=[_launches(p) for p in result.plans],
             traffic=traffic,
             gpus_per_node={
                 h.id: h.interconnect.gpus_per_node if h.interconnect else 8 for h in hardware

@@ -162,12 +162,19 @@ def write_plans(
         )
         commands = "".join(f"# {role}\n{shlex.join(argv)}\n" for role, argv in roles)
         write(f"plan-{rank}.command.sh", "#!/bin/sh\n" + commands, executable=True)
+        for command in plan.launch.commands if plan.launch is not None else ():
+            for name, content in command.files:
+                write(f"plan-{rank}.{Path(name).name}", content)
         replicas = {"prefill": plan.prefill_replicas, "decode": plan.decode_replicas}
         kubernetes: list[dict[str, Any]] = []
         kserve: list[dict[str, Any]] = []
         try:
             if not roles:
                 raise ValueError(f"no {plan.candidate.engine} launch command for this plan")
+            if any(role not in ("both", "prefill", "decode") for role, _ in roles):
+                raise ValueError(
+                    "a replica spans several nodes or needs a router; see the commands"
+                )
             for role, argv in roles:
                 spec = DeploySpec(
                     name=f"{model.split('/')[-1]}-{plan.candidate.hardware_id}-{rank}",

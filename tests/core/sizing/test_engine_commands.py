@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 import servesize
 from servesize.core.architecture import Architecture, parse_architecture, summarize
