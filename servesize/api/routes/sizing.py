@@ -1,6 +1,7 @@
 """Auto-sizing over HTTP: target traffic + SLO + candidates → ranked, costed, verified plans.
 
-A plain ``def`` route (FastAPI's threadpool), so a search does not block the event loop. Answers
+The search runs on the heavy gate (:mod:`servesize.api.compute`: a worker thread, a deadline,
+no database session while it runs), so it does not block the event loop. Answers
 are cached per application (:mod:`servesize.api.sizing_cache`) by a hash of everything they
 depend on: the request, the resolved model config, the hardware profiles (figures, prices,
 versions) and the ids of the measurements read for them.
@@ -12,17 +13,17 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.compute import GatesDep
+from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.errors import UnprocessableError, json_pointer
-from servesize.api.measured import measured_profile
-from servesize.api.models_resolver import ResolvedModel, resolve_model
+from servesize.api.lookups import HardwareEntry, LookupCache
+from servesize.api.models_resolver import ResolvedModel
 from servesize.api.render.sizing import infeasible_problem, response_out
 from servesize.api.render.uncertainty import sizing_bands
-from servesize.api.routes.models import CatalogIndexDep
 from servesize.api.simulation_runner import length_distribution, min_tokens
-from servesize.api.sizing_cache import SizingCacheDep, sizing_key
+from servesize.api.sizing_cache import SizingCache, SizingCacheDep, sizing_key
 from servesize.core.hardware import HardwareSpec
 from servesize.core.sizing import (
     DEFAULT_KV_CACHE_DTYPES,
@@ -36,7 +37,6 @@ from servesize.core.sizing import (
     zero_load_infeasibility,
 )
 from servesize.core.steptime import MeasuredProfile
-from servesize.db.repository import HardwareRepository
 from servesize.schemas.sizing import (
     CandidatesIn,
     SizingRequest,
@@ -45,7 +45,6 @@ from servesize.schemas.sizing import (
 )
 
 router = APIRouter(prefix="/v1", tags=["sizing"], dependencies=[ReadAccess])
-RECENT_UPLOADS = 20
 MAX_PROFILES = 1000
 
 EXAMPLES: dict[str, dict[str, Any]] = {
@@ -114,39 +113,44 @@ class _Hardware:
     """Per profile: id, version and the ids of the measurements read (newest first)."""
 
 
-def _hardware(body: SizingRequest, session: SessionDep) -> _Hardware:
+def _hardware(body: SizingRequest, lookups: LookupCache) -> _Hardware:
     """The searched profiles (repeats once), their prices (the request's over the profile's;
     prices of known hardware outside the search are ignored) and measured kernel tables."""
-    repo = HardwareRepository(session)
     ids = body.candidates.hardware
+    entries: list[HardwareEntry] = []
     if ids is None:
-        rows = list(repo.page(offset=0, limit=MAX_PROFILES, vendor=None, kind=None)[0])
+        for profile_id in lookups.hardware_ids()[:MAX_PROFILES]:
+            entry = lookups.hardware(profile_id)
+            if entry is not None:
+                entries.append(entry)
     else:
-        rows = []
         seen: set[str] = set()
         for i, profile_id in enumerate(ids):
             if profile_id in seen:
                 continue
             seen.add(profile_id)
-            row = repo.get(profile_id)
-            if row is None:
+            entry = lookups.hardware(profile_id)
+            if entry is None:
                 raise _unknown_hardware(profile_id, f"/candidates/hardware/{i}")
-            rows.append(row)
-    searched = {r.id for r in rows}
+            entries.append(entry)
+    searched = {e.spec.id for e in entries}
     for key in body.prices:
-        if key not in searched and repo.get(key) is None:
+        if key not in searched and lookups.hardware(key) is None:
             raise _unknown_hardware(key, json_pointer(["prices", key]))
-    hardware = _Hardware(specs=[r.to_spec() for r in rows], prices={}, measured={}, fingerprint=[])
-    for row in rows:
-        price = body.prices.get(row.id, row.price_per_gpu_hour)
+    hardware = _Hardware(specs=[e.spec for e in entries], prices={}, measured={}, fingerprint=[])
+    for entry in entries:
+        profile_id = entry.spec.id
+        price = body.prices.get(profile_id, entry.price_per_gpu_hour)
         if price is not None:
-            hardware.prices[row.id] = price
-        uploads = [(m.id, m.payload) for m in repo.measurements(row.id, limit=RECENT_UPLOADS)]
-        table = measured_profile(row.id, uploads, row.to_spec())
-        if table is not None:
-            hardware.measured[row.id] = table
+            hardware.prices[profile_id] = price
+        if entry.measured is not None:
+            hardware.measured[profile_id] = entry.measured
         hardware.fingerprint.append(
-            {"id": row.id, "version": row.version, "measurements": [mid for mid, _ in uploads]}
+            {
+                "id": profile_id,
+                "version": entry.version,
+                "measurements": list(entry.measurement_ids),
+            }
         )
     return hardware
 
@@ -278,18 +282,10 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
     return sizing_bands(response_out(result, model.id), model.architecture, versions)
 
 
-@router.post("/sizing", response_model=SizingResponse)
-def sizing(
-    body: Annotated[SizingRequest, Body(openapi_examples=EXAMPLES)],
-    session: SessionDep,
-    index: CatalogIndexDep,
-    cache: SizingCacheDep,
+def _cached_size(
+    body: SizingRequest, inputs: tuple[ResolvedModel, _Hardware], cache: SizingCache
 ) -> SizingResponse:
-    """The cheapest deployments that serve the traffic within the SLO: ranked, costed, with
-    engine arguments, the binding constraint, headroom and every pruned candidate's reason."""
-    _check_prices(body.prices)
-    model = resolve_model(body.model, catalog=index.catalog, session=session)
-    hardware = _hardware(body, session)
+    model, hardware = inputs
     key = sizing_key(
         body=body.model_dump(mode="json"),
         model=model.id,
@@ -304,6 +300,24 @@ def sizing(
     response = _size(body, model, hardware)
     cache.put(key, response)
     return response
+
+
+@router.post("/sizing", response_model=SizingResponse)
+async def sizing(
+    body: Annotated[SizingRequest, Body(openapi_examples=EXAMPLES)],
+    request: Request,
+    lookups: LookupsDep,
+    cache: SizingCacheDep,
+    gates: GatesDep,
+) -> SizingResponse:
+    """The cheapest deployments that serve the traffic within the SLO: ranked, costed, with
+    engine arguments, the binding constraint, headroom and every pruned candidate's reason."""
+    _check_prices(body.prices)
+
+    def lookup() -> tuple[ResolvedModel, _Hardware]:
+        return lookups.model(body.model), _hardware(body, lookups)
+
+    return await gates.heavy.run(request, lambda inputs: _cached_size(body, inputs, cache), lookup)
 
 
 __all__ = ["router"]
