@@ -285,3 +285,18 @@ def test_cached_models_follow_writes_through_the_api_at_once(
     assert client.post("/v1/memory", json=MEMORY | {"model": "acme/tiny"}).status_code == 404
     listed = client.get("/v1/models", params={"limit": 200}).json()["items"]
     assert "acme/tiny" not in {m["id"] for m in listed}
+
+
+def test_an_exhausted_connection_pool_is_a_503_problem_not_a_500(database_url: str) -> None:
+    app = _app(database_url, db_pool_size=1, db_max_overflow=0, db_pool_timeout_s=0.2)
+    with TestClient(app) as client:
+        held = app.state.db_engine.connect()  # the pool's only connection
+        try:
+            response = client.get("/v1/hardware/h100-sxm")
+        finally:
+            held.close()
+        assert response.status_code == 503, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["type"].endswith(":database-unavailable")
+        assert "retry-after" in response.headers
+        assert client.get("/v1/hardware/h100-sxm").status_code == 200
