@@ -15,7 +15,7 @@ UV := $(LOCK_VENV)/bin/uv
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
 
-.PHONY: install run test lint bench lock clean
+.PHONY: install run test lint bench bench-load bench-faults lock clean
 
 install: $(STAMP)
 
@@ -41,6 +41,14 @@ test: lint
 
 bench: install
 	$(BIN)/python -m bench
+
+# 100 clients x 60 s per endpoint against `servesize serve` and a bare FastAPI endpoint.
+bench-load: install
+	$(BIN)/python -m bench.load --clients 100 --duration-s 60
+
+# An own PostgreSQL restarted twice under uploads; kill -9 of the server during uploads.
+bench-faults: install
+	$(BIN)/python -m bench.faults
 
 # build.txt: pip and setuptools; lock.txt: the dev extra (everything but cuda); at lock.txt's
 # versions, server.txt: the Docker image (server, postgres); agent.txt: `servesize[agent]`.

@@ -39,6 +39,38 @@ class Settings(BaseSettings):
     rate_limit_per_minute: int = Field(default=1200, ge=0)
     """Requests per minute allowed per API key (or per client address without one); 0 = off."""
 
+    compute_workers: int = Field(default=4, ge=1, le=256)
+    """Estimates (``/v1/memory``, ``/v1/kv-budget``, ``/v1/performance``, ``/v1/queueing``)
+    computed at once, each on a worker thread; more wait in a queue."""
+
+    compute_queue: int = Field(default=256, ge=0)
+    """Estimates that may wait for a worker; beyond it a request gets 503 with Retry-After."""
+
+    heavy_workers: int = Field(default=2, ge=1, le=64)
+    """Simulations, SLO checks and sizings (``/v1/simulate``, ``/v1/slo/*``, ``/v1/sizing``)
+    computed at once."""
+
+    heavy_queue: int = Field(default=32, ge=0)
+    """Simulations, SLO checks and sizings that may wait; beyond it 503 with Retry-After."""
+
+    compute_deadline_s: float = Field(default=120.0, gt=0)
+    """Longest a computation may take, queueing included; past it the work is interrupted and
+    the request gets 503 ``deadline-exceeded``."""
+
+    lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
+    """How long a cached hardware profile or custom model is used before it is checked against
+    the database again (writes through this process invalidate at once; this bounds how long a
+    write by another process goes unseen)."""
+
+    db_pool_size: int = Field(default=5, ge=1)
+    """Database connections kept open (SQLAlchemy ``pool_size``)."""
+
+    db_max_overflow: int = Field(default=10, ge=0)
+    """Connections opened beyond ``db_pool_size`` under load and closed after use."""
+
+    db_pool_timeout_s: float = Field(default=10.0, gt=0)
+    """Longest wait for a database connection from the pool; past it the request gets 503."""
+
     secret_key: SecretStr | None = Field(default=None, repr=False)
     """Secret for the keyed hash of API keys. Unset: a random secret stored in the database
     at migration time is used, so API keys survive restarts with no configuration."""

@@ -9,8 +9,10 @@ from fastapi import FastAPI
 from starlette.types import Scope
 
 from servesize import __version__
+from servesize.api.compute import ComputeGate, Gates
 from servesize.api.errors import install_error_handlers
 from servesize.api.logs import configure_logging
+from servesize.api.lookups import LookupCache
 from servesize.api.metrics import HttpMetrics
 from servesize.api.middleware import BodyGuardMiddleware, RequestContextMiddleware
 from servesize.api.ratelimit import RateLimiter
@@ -61,7 +63,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     tests pass their own settings. The database pool is created here, not at import time."""
     settings = settings or get_settings()
     configure_logging(settings.log_level)
-    db_engine = create_db_engine(settings.database_url)
+    in_memory = ":memory:" in settings.database_url  # SQLite's single-connection pool
+    pool = (
+        {}
+        if in_memory
+        else {
+            "pool_size": settings.db_pool_size,
+            "max_overflow": settings.db_max_overflow,
+            "pool_timeout": settings.db_pool_timeout_s,
+        }
+    )
+    db_engine = create_db_engine(settings.database_url, **pool)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -81,7 +93,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.db_engine = db_engine
     app.state.sessionmaker = make_sessionmaker(db_engine)
     app.state.metrics = HttpMetrics()
-    app.state.catalog_index = CatalogIndex(ModelCatalog(settings.models_dir))
+    catalog = ModelCatalog(settings.models_dir)
+    app.state.catalog_index = CatalogIndex(catalog)
+    app.state.lookups = LookupCache(
+        app.state.sessionmaker, catalog, ttl_s=settings.lookup_cache_ttl_s
+    )
+    app.state.gates = Gates(
+        estimate=ComputeGate(
+            "estimate",
+            workers=settings.compute_workers,
+            queue=settings.compute_queue,
+            deadline_s=settings.compute_deadline_s,
+        ),
+        heavy=ComputeGate(
+            "simulation",
+            workers=settings.heavy_workers,
+            queue=settings.heavy_queue,
+            deadline_s=settings.compute_deadline_s,
+        ),
+    )
     app.state.sizing_cache = SizingCache()
     install_error_handlers(app)
 

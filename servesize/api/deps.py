@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from servesize.api.errors import ForbiddenError, UnauthorizedError
-from servesize.db.connection import session_scope
+from servesize.api.lookups import LookupCache
+from servesize.db.connection import session_scope, transaction
 from servesize.db.models import ApiKey
 from servesize.db.repository import ApiKeyRepository
 from servesize.security import Scope, grants
 from servesize.settings import Settings
 
 
-def get_app_settings(request: Request) -> Settings:
+async def get_app_settings(request: Request) -> Settings:
     settings = request.app.state.settings
     assert isinstance(settings, Settings)
     return settings
@@ -26,7 +28,14 @@ def get_session(request: Request) -> Iterator[Session]:
     yield from session_scope(request.app.state.sessionmaker)
 
 
+async def get_lookups(request: Request) -> LookupCache:
+    lookups = request.app.state.lookups
+    assert isinstance(lookups, LookupCache)
+    return lookups
+
+
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+LookupsDep = Annotated[LookupCache, Depends(get_lookups)]
 # scope="function" (FastAPI >= 0.121.1): commit or roll back *before* the response is sent, so
 # a failed commit becomes an error response instead of a 200 for data that was never saved.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
@@ -53,12 +62,21 @@ def _bearer_token(request: Request) -> str | None:
     return token.strip()
 
 
-def optional_key(request: Request, keys: KeyRepoDep) -> ApiKey | None:
-    """The key the request presents, if any; a presented key that is not live is a 401."""
+def _authenticate(request: Request, token: str, settings: Settings) -> ApiKey | None:
+    """The live key ``token`` presents, looked up in a session of its own that is closed
+    before the route runs (a request holds no connection while it waits or computes)."""
+    with transaction(request.app.state.sessionmaker) as session:
+        return ApiKeyRepository(session, secret_key=_secret_key(settings)).authenticate(token)
+
+
+async def optional_key(request: Request, settings: SettingsDep) -> ApiKey | None:
+    """The key the request presents, if any; a presented key that is not live is a 401.
+
+    Without an ``Authorization`` header this touches neither the database nor a thread."""
     token = _bearer_token(request)
     if token is None:
         return None
-    key = keys.authenticate(token)
+    key = await run_in_threadpool(_authenticate, request, token, settings)
     if key is None:
         raise UnauthorizedError("the API key is unknown or revoked")
     request.state.api_key_id = key.key_id
@@ -68,10 +86,10 @@ def optional_key(request: Request, keys: KeyRepoDep) -> ApiKey | None:
 OptionalKeyDep = Annotated[ApiKey | None, Depends(optional_key)]
 
 
-def require_scope(scope: Scope) -> Callable[[ApiKey | None], ApiKey]:
+def require_scope(scope: Scope) -> Callable[[ApiKey | None], Awaitable[ApiKey]]:
     """A dependency that admits only keys granting ``scope`` (401 without a key, else 403)."""
 
-    def dependency(key: OptionalKeyDep) -> ApiKey:
+    async def dependency(key: OptionalKeyDep) -> ApiKey:
         if key is None:
             raise UnauthorizedError(f"this operation needs an API key with scope {scope.value!r}")
         if not grants(key.scopes, scope):
@@ -84,7 +102,7 @@ def require_scope(scope: Scope) -> Callable[[ApiKey | None], ApiKey]:
     return dependency
 
 
-def read_access(key: OptionalKeyDep, settings: SettingsDep) -> None:
+async def read_access(key: OptionalKeyDep, settings: SettingsDep) -> None:
     """Reads are open unless ``READ_REQUIRES_KEY`` is set; then any live key will do."""
     if settings.read_requires_key and key is None:
         raise UnauthorizedError("reading needs an API key on this server")

@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
@@ -284,6 +285,9 @@ async def _stale_write(request: Request, exc: Exception) -> Response:
 
 
 async def _database_unavailable(request: Request, exc: Exception) -> Response:
+    """503 with Retry-After: the database is down or restarting (``OperationalError``) or
+    every pooled connection stayed busy for ``DB_POOL_TIMEOUT_S``
+    (``sqlalchemy.exc.TimeoutError``)."""
     log.error("database unavailable: %s", type(exc).__name__)
     return problem_response(
         503,
@@ -305,3 +309,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(IntegrityError, _integrity_error)
     app.add_exception_handler(StaleDataError, _stale_write)
     app.add_exception_handler(OperationalError, _database_unavailable)
+    app.add_exception_handler(PoolTimeoutError, _database_unavailable)

@@ -85,16 +85,17 @@ class RequestContextMiddleware:
             self.metrics.observe(
                 method=scope["method"], route=template, status=status, duration_s=duration_s
             )
-            log.info(
-                "request",
-                extra={
-                    "method": scope["method"],
-                    "path": scope.get("path"),
-                    "route": template,
-                    "status": status,
-                    "duration_ms": round(duration_s * 1000, 3),
-                },
-            )
+            if log.isEnabledFor(logging.INFO):  # no record built when the level drops it
+                log.info(
+                    "request",
+                    extra={
+                        "method": scope["method"],
+                        "path": scope.get("path"),
+                        "route": template,
+                        "status": status,
+                        "duration_ms": round(duration_s * 1000, 3),
+                    },
+                )
             request_id_var.reset(token)
 
 

@@ -1,14 +1,12 @@
-"""Find a model by id (catalogue, then custom) or read it inline; summarise it."""
+"""Models as the planners see them: parse an inline config, summarise a model (looking one
+up by id is :meth:`servesize.api.lookups.LookupCache.model`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy.orm import Session
-
-from servesize.api.errors import NotFoundError
-from servesize.catalog import ModelCatalog, UnknownModelError
+from servesize.catalog import UnknownModelError
 from servesize.core.architecture import (
     Architecture,
     ArchitectureSummary,
@@ -16,8 +14,7 @@ from servesize.core.architecture import (
     summarize,
 )
 from servesize.core.errors import FieldIssue, InvalidArchitectureError
-from servesize.db.repository import CustomModelRepository
-from servesize.schemas.models import InlineModel, ModelRef, ModelSummaryOut
+from servesize.schemas.models import ModelSummaryOut
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,32 +33,6 @@ def parse_inline(config: dict[str, Any], *, name: str, pointer: str) -> Architec
         raise InvalidArchitectureError(
             exc.model, [FieldIssue(pointer + i.field, i.problem) for i in exc.issues]
         ) from None
-
-
-def resolve_model(
-    ref: ModelRef, *, catalog: ModelCatalog, session: Session, pointer: str = "/model"
-) -> ResolvedModel:
-    """The architecture ``ref`` names; 404 for an unknown id."""
-    if isinstance(ref, InlineModel):
-        name = ref.name or "inline"
-        arch = parse_inline(ref.hf_config, name=name, pointer=f"{pointer}/hf_config")
-        return ResolvedModel(id=name, source="inline", config=ref.hf_config, architecture=arch)
-    if ref in catalog:
-        return ResolvedModel(
-            id=ref,
-            source="catalogue",
-            config=catalog.config(ref),
-            architecture=catalog.architecture(ref),
-        )
-    row = CustomModelRepository(session).get(ref)
-    if row is None:
-        raise NotFoundError(f"no model {ref!r} in the catalogue or among custom models")
-    return ResolvedModel(
-        id=ref,
-        source="custom",
-        config=dict(row.config),
-        architecture=parse_architecture(row.config, name=ref),
-    )
 
 
 def tags(summary: ArchitectureSummary) -> list[str]:
@@ -92,7 +63,6 @@ __all__ = [
     "ResolvedModel",
     "UnknownModelError",
     "parse_inline",
-    "resolve_model",
     "summary_out",
     "tags",
 ]

@@ -30,7 +30,7 @@ class PageParams:
         )
 
 
-def page_params(
+async def page_params(
     offset: Annotated[int, Query(ge=0, description="Items to skip.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size.")] = 50,
 ) -> PageParams:

@@ -1,37 +1,43 @@
 """Request → resolved model, hardware and measurements → compiled replica (shared by the
 planners): the IO around :func:`servesize.core.replica.compile_replica`, which makes every
-modelling choice."""
+modelling choice. The lookup (:func:`lookup_inputs`, which may read the database) and the
+compilation (:func:`compile_inputs`, pure computation) are separate steps, so a route closes
+its database session before it computes (:mod:`servesize.api.compute`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy.orm import Session
-
-from servesize.api.hardware_resolver import resolve_hardware
-from servesize.api.measured import measured_profile, scaled_tables
-from servesize.api.models_resolver import ResolvedModel, resolve_model
-from servesize.catalog import ModelCatalog
+from servesize.api.hardware_resolver import inline_spec
+from servesize.api.lookups import LookupCache
+from servesize.api.measured import scaled_tables
+from servesize.api.models_resolver import ResolvedModel
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment, MemoryPlan
 from servesize.core.replica import Replica, compile_replica
 from servesize.core.steptime import MeasuredProfile, StepTimeModel
-from servesize.db.repository import HardwareRepository
 from servesize.schemas.memory import DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 
 __all__ = [
-    "RECENT_UPLOADS",
+    "ReplicaInputs",
     "ReplicaRequest",
     "ResolvedReplica",
-    "request_measurements",
+    "compile_inputs",
+    "lookup_inputs",
+    "request_inputs",
     "request_replica",
-    "resolve_replica",
 ]
 
-RECENT_UPLOADS = 20
-"""Measurements searched for the newest GEMM table of a profile."""
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInputs:
+    """What a request's references resolve to (the lookup, before any computation)."""
+
+    model: ResolvedModel
+    hardware: HardwareSpec
+    measurements: MeasuredProfile | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,57 +76,53 @@ class ReplicaRequest(Protocol):
     def calibrated(self) -> bool: ...
 
 
-def request_replica(
-    body: ReplicaRequest, *, catalog: ModelCatalog, session: Session
-) -> ResolvedReplica:
-    """:func:`resolve_replica` of a request's ``model``, ``hardware`` and ``deployment``."""
-    return resolve_replica(
+def request_inputs(body: ReplicaRequest, lookups: LookupCache) -> ReplicaInputs:
+    """:func:`lookup_inputs` of a request's ``model`` and ``hardware``."""
+    return lookup_inputs(
+        lookups,
         model_ref=body.model,
         hardware_ref=body.hardware,
-        deployment_in=body.deployment,
-        catalog=catalog,
-        session=session,
         use_measurements=body.use_measurements,
-        calibrated=body.calibrated,
     )
 
 
-def request_measurements(
-    hardware_ref: HardwareRef, session: Session, hardware: HardwareSpec | None = None
-) -> MeasuredProfile | None:
-    """The kernel tables of a GPU: the shipped H100 ones, scaled to ``hardware`` when it is
-    another GPU (docs/modeling.md §2.11), with a stored profile's newest uploaded GEMM tables
-    in place of theirs."""
-    if not isinstance(hardware_ref, str):
-        return scaled_tables(hardware) if hardware is not None else None
-    stored = HardwareRepository(session).measurements(hardware_ref, limit=RECENT_UPLOADS)
-    uploads = [(m.id, m.payload) for m in stored]
-    return measured_profile(hardware_ref, uploads, hardware)
+def request_replica(body: ReplicaRequest, inputs: ReplicaInputs) -> ResolvedReplica:
+    """:func:`compile_inputs` with a request's ``deployment`` and ``calibrated``."""
+    return compile_inputs(inputs, body.deployment, calibrated=body.calibrated)
 
 
-def resolve_replica(
+def lookup_inputs(
+    lookups: LookupCache,
     *,
     model_ref: ModelRef,
     hardware_ref: HardwareRef,
-    deployment_in: DeploymentIn,
-    catalog: ModelCatalog,
-    session: Session,
     use_measurements: bool = True,
-    calibrated: bool = True,
     model_pointer: str = "/model",
-) -> ResolvedReplica:
-    """Resolve the inputs and compile the replica (a plan that does not fit is the core's
-    ``InsufficientMemoryError``, a 422), with the profile's measured tables when asked to."""
-    model = resolve_model(model_ref, catalog=catalog, session=session, pointer=model_pointer)
-    hardware = resolve_hardware(hardware_ref, session=session)
-    measurements = (
-        request_measurements(hardware_ref, session, hardware) if use_measurements else None
+) -> ReplicaInputs:
+    """Resolve the references (404 for an unknown id) through the lookup cache: the database
+    is read only for an entry that is missing or due a check."""
+    model = lookups.model(model_ref, pointer=model_pointer)
+    if isinstance(hardware_ref, str):
+        entry = lookups.require_hardware(hardware_ref)
+        hardware, measured = entry.spec, entry.measured
+    else:
+        hardware = inline_spec(hardware_ref)
+        measured = scaled_tables(hardware) if use_measurements else None
+    return ReplicaInputs(
+        model=model, hardware=hardware, measurements=measured if use_measurements else None
     )
+
+
+def compile_inputs(
+    inputs: ReplicaInputs, deployment_in: DeploymentIn, *, calibrated: bool = True
+) -> ResolvedReplica:
+    """Compile the replica (a plan that does not fit is the core's ``InsufficientMemoryError``,
+    a 422), with the profile's measured tables when the lookup kept them."""
     replica = compile_replica(
-        model.architecture,
-        hardware,
+        inputs.model.architecture,
+        inputs.hardware,
         Deployment(**deployment_in.model_dump()),
-        measurements,
+        inputs.measurements,
         calibrated=calibrated,
     )
-    return ResolvedReplica(model=model, replica=replica)
+    return ResolvedReplica(model=inputs.model, replica=replica)

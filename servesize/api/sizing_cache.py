@@ -64,7 +64,7 @@ class SizingCache:
             return len(self._answers)
 
 
-def get_sizing_cache(request: Request) -> SizingCache:
+async def get_sizing_cache(request: Request) -> SizingCache:
     """The application's cache."""
     cache: SizingCache = request.app.state.sizing_cache
     return cache

@@ -558,11 +558,18 @@ class SimulateResponse(ResponseModel):
     included) meeting every limit, so it never exceeds throughput (null without ``slo``)."""
     slo_attainment: float | None = Field(examples=[0.98])
     measured: int = Field(examples=[900])
+    """Requests sent inside the measurement window (warm-up and cool-down excluded). The four
+    outcome counts below are disjoint and add up to it:
+    ``completed + failed + timed_out + rejected = measured``."""
     completed: int = Field(examples=[900])
+    """Measured requests that finished within their timeout."""
     failed: int = Field(examples=[0])
-    """``timed_out + rejected``; ``completed + failed = measured``."""
+    """Measured requests that ended otherwise than completed, timed out or rejected (the
+    simulator has no such end today: always 0; neither timeouts nor rejections are in it)."""
     timed_out: int = Field(examples=[0])
+    """Measured requests whose client gave up (``traffic.timeout_s``) before the last token."""
     rejected: int = Field(examples=[0])
+    """Measured requests the engine refused (longer than the KV cache can ever hold)."""
     preemptions: int = Field(examples=[0])
     peak_kv_utilization: float = Field(examples=[0.12])
     memory_bytes_per_gpu: int = Field(examples=[72_000_000_000])

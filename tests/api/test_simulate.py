@@ -37,8 +37,9 @@ def test_open_loop_run_accounts_for_every_measured_request(client: TestClient) -
     body = response.json()
     assert body["stable"], body["stability_reason"]
     assert body["measured"] == 200 - 20
-    assert body["completed"] + body["timed_out"] + body["rejected"] == body["measured"]
-    assert body["failed"] == body["timed_out"] + body["rejected"]
+    outcomes = ("completed", "failed", "timed_out", "rejected")
+    assert sum(body[k] for k in outcomes) == body["measured"]
+    assert body["failed"] == 0
     assert body["completed"] == body["measured"]  # no timeout, no admission limit
     for name in ("ttft_s", "itl_s", "tpot_s", "e2e_s", "queueing_delay_s"):
         stats = body[name]
@@ -147,8 +148,23 @@ def test_timeouts_are_counted_and_the_response_stays_json(client: TestClient) ->
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["timed_out"] > 0
-    assert body["completed"] + body["timed_out"] + body["rejected"] == body["measured"]
-    assert body["failed"] == body["timed_out"] + body["rejected"]
+    outcomes = ("completed", "failed", "timed_out", "rejected")
+    assert sum(body[k] for k in outcomes) == body["measured"]
+    assert body["failed"] == 0
+
+
+def test_outcome_counts_are_disjoint_and_add_up_to_the_requests_sent(client: TestClient) -> None:
+    # 500 requests with a 50 ms client timeout: a prefill of 512 tokens plus 64 decode steps
+    # take longer than 50 ms on an H100, so every request times out. Each is counted once:
+    # the four counts add up to the 500 sent (no warm-up, so all are measured).
+    traffic = open_loop(20.0, timeout_s=0.05) | {"num_requests": 500, "warmup_requests": 0}
+    response = sim(client, traffic=traffic)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["measured"] == 500
+    assert body["completed"] + body["failed"] + body["timed_out"] + body["rejected"] == 500
+    assert body["timed_out"] == 500
+    assert body["failed"] == 0
 
 
 def test_infinite_statistics_render_as_null_and_are_named() -> None:

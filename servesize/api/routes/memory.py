@@ -1,13 +1,20 @@
-"""The memory ledger and the KV-budget calculator."""
+"""The memory ledger and the KV-budget calculator.
+
+``async`` routes that need no database session: references resolve through the lookup cache
+and the work runs on the estimate gate (:mod:`servesize.api.compute`).
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.compute import GatesDep
+from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.hardware_resolver import resolve_hardware
-from servesize.api.models_resolver import resolve_model
-from servesize.api.routes.models import CatalogIndexDep
+from servesize.api.lookups import LookupCache
+from servesize.api.models_resolver import ResolvedModel
+from servesize.core.architecture import Architecture
+from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment, kv_budget, plan_memory
 from servesize.schemas.memory import (
     KvBudgetRequest,
@@ -20,31 +27,29 @@ router = APIRouter(prefix="/v1", tags=["memory"], dependencies=[ReadAccess])
 
 
 @router.post("/memory", response_model=MemoryResponse)
-def memory(body: MemoryRequest, session: SessionDep, index: CatalogIndexDep) -> MemoryResponse:
+async def memory(
+    body: MemoryRequest, request: Request, lookups: LookupsDep, gates: GatesDep
+) -> MemoryResponse:
     """Line-by-line memory of the most loaded GPU, whether it fits, and the KV capacity."""
-    model = resolve_model(body.model, catalog=index.catalog, session=session)
-    hardware = resolve_hardware(body.hardware, session=session)
-    deployment = Deployment(**body.deployment.model_dump())
-    plan = plan_memory(
-        model.architecture,
-        hardware,
-        deployment,
-        request_lengths=body.request_lengths,
-        request_weights=body.request_weights,
-    )
-    return MemoryResponse.model_validate(plan, from_attributes=True)
+
+    def lookup() -> tuple[ResolvedModel, HardwareSpec]:
+        return lookups.model(body.model), resolve_hardware(body.hardware, lookups=lookups)
+
+    def compute(inputs: tuple[ResolvedModel, HardwareSpec]) -> MemoryResponse:
+        model, hardware = inputs
+        plan = plan_memory(
+            model.architecture,
+            hardware,
+            Deployment(**body.deployment.model_dump()),
+            request_lengths=body.request_lengths,
+            request_weights=body.request_weights,
+        )
+        return MemoryResponse.model_validate(plan, from_attributes=True)
+
+    return await gates.estimate.run(request, compute, lookup)
 
 
-@router.post("/kv-budget", response_model=KvBudgetResponse)
-def kv_budget_endpoint(
-    body: KvBudgetRequest, session: SessionDep, index: CatalogIndexDep, request: Request
-) -> KvBudgetResponse:
-    """Bytes for B sequences of T tokens (``2·B·T·L·H_kv·D_h·s``), or the B or T that fit."""
-    arch = (
-        resolve_model(body.model, catalog=index.catalog, session=session).architecture
-        if body.model is not None
-        else None
-    )
+def _kv_budget(body: KvBudgetRequest, arch: Architecture | None) -> KvBudgetResponse:
     result = kv_budget(
         num_layers=body.num_layers,
         num_kv_heads=body.num_kv_heads,
@@ -59,3 +64,19 @@ def kv_budget_endpoint(
         block_size=body.block_size,
     )
     return KvBudgetResponse.model_validate(result, from_attributes=True)
+
+
+def _architecture(body: KvBudgetRequest, lookups: LookupCache) -> Architecture | None:
+    return lookups.model(body.model).architecture if body.model is not None else None
+
+
+@router.post("/kv-budget", response_model=KvBudgetResponse)
+async def kv_budget_endpoint(
+    body: KvBudgetRequest, request: Request, lookups: LookupsDep, gates: GatesDep
+) -> KvBudgetResponse:
+    """Bytes for B sequences of T tokens (``2·B·T·L·H_kv·D_h·s``), or the B or T that fit."""
+    return await gates.estimate.run(
+        request,
+        lambda arch: _kv_budget(body, arch),
+        lambda: _architecture(body, lookups),
+    )

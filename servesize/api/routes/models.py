@@ -7,12 +7,12 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 
-from servesize.api.deps import ModelsWriteKey, ReadAccess, SessionDep
+from servesize.api.deps import LookupsDep, ModelsWriteKey, ReadAccess, SessionDep
 from servesize.api.errors import ConflictError, NotFoundError
-from servesize.api.models_resolver import parse_inline, resolve_model, summary_out
+from servesize.api.models_resolver import parse_inline, summary_out
 from servesize.api.pagination import PageDep
 from servesize.catalog import ModelCatalog
-from servesize.core.architecture import Architecture, parse_architecture
+from servesize.core.architecture import Architecture
 from servesize.db.repository import CustomModelRepository
 from servesize.schemas.base import Page
 from servesize.schemas.models import (
@@ -56,7 +56,7 @@ def _list_item(
     )
 
 
-def get_catalog_index(request: Request) -> CatalogIndex:
+async def get_catalog_index(request: Request) -> CatalogIndex:
     index = request.app.state.catalog_index
     assert isinstance(index, CatalogIndex)
     return index
@@ -67,7 +67,7 @@ CatalogIndexDep = Annotated[CatalogIndex, Depends(get_catalog_index)]
 
 @router.get("", response_model=Page[ModelListItem])
 def list_models(
-    session: SessionDep,
+    lookups: LookupsDep,
     index: CatalogIndexDep,
     page: PageDep,
     family: Annotated[str | None, Query(max_length=64, description="e.g. llama, qwen3_moe")] = None,
@@ -80,11 +80,9 @@ def list_models(
         ),
     ] = None,
 ) -> Page[ModelListItem]:
-    """Catalogue and custom models, by id."""
-    custom = [
-        _list_item(row.model_id, "custom", parse_architecture(row.config, name=row.model_id))
-        for row in CustomModelRepository(session).list()
-    ]
+    """Catalogue and custom models, by id (custom ones through the lookup cache: parsed once
+    per registration, the database read only when the cache is due a check)."""
+    custom = [_list_item(m.id, "custom", m.architecture) for m in lookups.custom_models()]
     items = sorted([*index.items, *custom], key=lambda item: item.id.lower())
     if family is not None:
         items = [i for i in items if i.family == family or i.model_type == family]
@@ -123,9 +121,9 @@ def register_model(
 
 
 @router.get("/{model_id:path}", response_model=ModelOut)
-def get_model(model_id: str, session: SessionDep, index: CatalogIndexDep) -> ModelOut:
+def get_model(model_id: str, lookups: LookupsDep) -> ModelOut:
     """A model's stored ``config.json`` and its derived summary."""
-    resolved = resolve_model(model_id, catalog=index.catalog, session=session)
+    resolved = lookups.model(model_id)
     summary, labels = summary_out(resolved.architecture)
     source = "catalogue" if resolved.source == "catalogue" else "custom"
     return ModelOut(

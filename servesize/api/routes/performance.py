@@ -1,25 +1,32 @@
-"""Step times and closed-loop steady state from the step-time model."""
+"""Step times and closed-loop steady state from the step-time model (no database session:
+the lookup cache resolves the references, the estimate gate runs the work)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.compute import GatesDep
+from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.performance_views import performance_estimate, performance_response
 from servesize.api.render.uncertainty import performance_bands
-from servesize.api.replica_resolver import request_replica
-from servesize.api.routes.models import CatalogIndexDep
+from servesize.api.replica_resolver import ReplicaInputs, request_inputs, request_replica
 from servesize.schemas.performance import PerformanceRequest, PerformanceResponse
 
 router = APIRouter(prefix="/v1", tags=["performance"], dependencies=[ReadAccess])
 
 
-@router.post("/performance", response_model=PerformanceResponse)
-def performance(
-    body: PerformanceRequest, session: SessionDep, index: CatalogIndexDep
-) -> PerformanceResponse:
-    """Prefill and decode step times, zero-load TTFT, and the closed-loop steady state."""
-    built = request_replica(body, catalog=index.catalog, session=session)
+def _performance(body: PerformanceRequest, inputs: ReplicaInputs) -> PerformanceResponse:
+    built = request_replica(body, inputs)
     work = body.workload
     estimate = performance_estimate(built, work)
     return performance_bands(built, work, performance_response(built, work, estimate))
+
+
+@router.post("/performance", response_model=PerformanceResponse)
+async def performance(
+    body: PerformanceRequest, request: Request, lookups: LookupsDep, gates: GatesDep
+) -> PerformanceResponse:
+    """Prefill and decode step times, zero-load TTFT, and the closed-loop steady state."""
+    return await gates.estimate.run(
+        request, lambda inputs: _performance(body, inputs), lambda: request_inputs(body, lookups)
+    )

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from fastapi import APIRouter, Body
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Body, Request
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.compute import GatesDep
+from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.errors import UnprocessableError
-from servesize.api.replica_resolver import resolve_replica
-from servesize.api.routes.models import CatalogIndex, CatalogIndexDep
+from servesize.api.lookups import LookupCache
+from servesize.api.replica_resolver import ReplicaInputs, compile_inputs, lookup_inputs
 from servesize.core.queueing import (
     GGcResult,
     MG1Result,
@@ -122,17 +122,14 @@ def _queue(body: QueueIn) -> QueueingResponse:
     return response
 
 
-def _continuous_batching(
-    body: ContinuousBatchingIn, session: Session, index: CatalogIndex
-) -> QueueingResponse:
-    built = resolve_replica(
-        model_ref=body.llm,
-        hardware_ref=body.hardware,
-        deployment_in=body.deployment,
-        catalog=index.catalog,
-        session=session,
-        model_pointer="/llm",
+def _llm_inputs(body: ContinuousBatchingIn, lookups: LookupCache) -> ReplicaInputs:
+    return lookup_inputs(
+        lookups, model_ref=body.llm, hardware_ref=body.hardware, model_pointer="/llm"
     )
+
+
+def _continuous_batching(body: ContinuousBatchingIn, inputs: ReplicaInputs) -> QueueingResponse:
+    built = compile_inputs(inputs, body.deployment)
     longest = built.memory.max_model_len
     if body.input_tokens + body.output_tokens > longest:
         detail = (
@@ -209,17 +206,7 @@ def _check_littles_law(body: LittlesLawIn) -> None:
         )
 
 
-@router.post("/queueing", response_model=QueueingResponse)
-def queueing(
-    body: Annotated[QueueingRequest, Body(openapi_examples=EXAMPLES)],
-    session: SessionDep,
-    index: CatalogIndexDep,
-) -> QueueingResponse:
-    """Little's law in any direction, M/M/c (Erlang C), M/G/1 (Pollaczek–Khinchine), G/G/c
-    (Kingman, Allen–Cunneen), and the model mode ``continuous_batching`` (an engine replica
-    under Poisson arrivals, from the step-time model). An unstable queue is a 422."""
-    if isinstance(body, ContinuousBatchingIn):
-        return _continuous_batching(body, session, index)
+def _closed_form(body: QueueingRequest) -> QueueingResponse:
     if isinstance(body, LittlesLawIn):
         _check_littles_law(body)
         r = littles_law(
@@ -235,4 +222,25 @@ def queueing(
             solved_for=r.solved_for,
             validity=_validity(r.validity),
         )
+    assert not isinstance(body, ContinuousBatchingIn)
     return _queue(body)
+
+
+@router.post("/queueing", response_model=QueueingResponse)
+async def queueing(
+    body: Annotated[QueueingRequest, Body(openapi_examples=EXAMPLES)],
+    request: Request,
+    lookups: LookupsDep,
+    gates: GatesDep,
+) -> QueueingResponse:
+    """Little's law in any direction, M/M/c (Erlang C), M/G/1 (Pollaczek–Khinchine), G/G/c
+    (Kingman, Allen–Cunneen), and the model mode ``continuous_batching`` (an engine replica
+    under Poisson arrivals, from the step-time model). An unstable queue is a 422."""
+    if isinstance(body, ContinuousBatchingIn):
+        llm = body
+        return await gates.estimate.run(
+            request,
+            lambda inputs: _continuous_batching(llm, inputs),
+            lambda: _llm_inputs(llm, lookups),
+        )
+    return await gates.estimate.run(request, lambda _: _closed_form(body))

@@ -1,21 +1,22 @@
 """The continuous-batching serving simulator over HTTP.
 
-The route is a plain ``def``: FastAPI runs it in its threadpool, so a long simulation does not
-block the event loop or other requests; the work one request may ask for is bounded by
-``MAX_REQUESTS`` and ``MAX_EXPECTED_TOKENS`` (a 422 says which bound was hit).
+The route hands the simulation to the heavy gate (:mod:`servesize.api.compute`): a worker
+thread, so a long simulation does not block the event loop, at most ``HEAVY_WORKERS`` at once,
+a deadline, and no database session while it runs. The work one request may ask for is bounded
+by ``MAX_REQUESTS`` and ``MAX_EXPECTED_TOKENS`` (a 422 says which bound was hit).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.compute import GatesDep
+from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.errors import UnprocessableError
 from servesize.api.render.uncertainty import simulate_bands
-from servesize.api.replica_resolver import request_replica
-from servesize.api.routes.models import CatalogIndexDep
+from servesize.api.replica_resolver import ReplicaInputs, request_inputs, request_replica
 from servesize.api.simulate_views import latency_out, simulate_response
 from servesize.api.simulation_runner import run_simulation
 from servesize.core.simulation import ClientOverheads
@@ -126,23 +127,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 }
 
 
-@router.post("/simulate", response_model=SimulateResponse)
-def simulate_serving(
-    body: Annotated[SimulateRequest, Body(openapi_examples=EXAMPLES)],
-    session: SessionDep,
-    index: CatalogIndexDep,
-) -> SimulateResponse:
-    """Simulate a continuous-batching engine iteration by iteration under the given traffic
-    (Poisson, gamma, constant, closed loop or a replayed trace): TTFT, ITL, TPOT and E2E
-    distributions — client-observed and engine-internal — throughput, goodput, failures,
-    stability; optionally prefill/decode disaggregation."""
-    if body.disaggregation is not None and body.replicas != 1:
-        raise UnprocessableError(
-            "with disaggregation the pools set the replicas; leave replicas at 1",
-            slug="invalid-replicas",
-            errors=[{"location": "body", "pointer": "/replicas", "detail": "must be 1"}],
-        )
-    built = request_replica(body, catalog=index.catalog, session=session)
+def _simulate(body: SimulateRequest, inputs: ReplicaInputs) -> SimulateResponse:
+    built = request_replica(body, inputs)
     overheads = body.overheads
     run = run_simulation(
         built,
@@ -154,3 +140,25 @@ def simulate_serving(
         disaggregation=body.disaggregation,
     )
     return simulate_bands(body, built, simulate_response(body, built, run))
+
+
+@router.post("/simulate", response_model=SimulateResponse)
+async def simulate_serving(
+    body: Annotated[SimulateRequest, Body(openapi_examples=EXAMPLES)],
+    request: Request,
+    lookups: LookupsDep,
+    gates: GatesDep,
+) -> SimulateResponse:
+    """Simulate a continuous-batching engine iteration by iteration under the given traffic
+    (Poisson, gamma, constant, closed loop or a replayed trace): TTFT, ITL, TPOT and E2E
+    distributions — client-observed and engine-internal — throughput, goodput, failures,
+    stability; optionally prefill/decode disaggregation."""
+    if body.disaggregation is not None and body.replicas != 1:
+        raise UnprocessableError(
+            "with disaggregation the pools set the replicas; leave replicas at 1",
+            slug="invalid-replicas",
+            errors=[{"location": "body", "pointer": "/replicas", "detail": "must be 1"}],
+        )
+    return await gates.heavy.run(
+        request, lambda inputs: _simulate(body, inputs), lambda: request_inputs(body, lookups)
+    )

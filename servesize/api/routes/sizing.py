@@ -1,6 +1,7 @@
 """Auto-sizing over HTTP: target traffic + SLO + candidates → ranked, costed, verified plans.
 
-A plain ``def`` route (FastAPI's threadpool), so a search does not block the event loop. Answers
+The search runs on the heavy gate (:mod:`servesize.api.compute`: a worker thread, a deadline,
+no database session while it runs), so it does not block the event loop. Answers
 are cached per application (:mod:`servesize.api.sizing_cache`) by a hash of everything they
 depend on: the request, the resolved model config, the hardware profiles (figures, prices,
 versions) and the ids of the measurements read for them.
@@ -9,19 +10,21 @@ versions) and the ids of the measurements read for them.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
 
-from servesize.api.deps import OptionalKeyDep, ReadAccess, SessionDep
+from servesize.api.compute import GatesDep
+from servesize.api.deps import LookupsDep, OptionalKeyDep, ReadAccess
 from servesize.api.errors import UnprocessableError, json_pointer
-from servesize.api.measured import measured_profile
-from servesize.api.models_resolver import ResolvedModel, resolve_model
+from servesize.api.lookups import HardwareEntry, LookupCache
+from servesize.api.models_resolver import ResolvedModel
 from servesize.api.plan_views import check_plans_write, store_plan
 from servesize.api.render.sizing import infeasible_problem, response_out
 from servesize.api.render.uncertainty import sizing_bands
-from servesize.api.routes.models import CatalogIndexDep
 from servesize.api.simulation_runner import length_distribution, min_tokens
 from servesize.api.sizing_cache import SizingCache, SizingCacheDep, sizing_key
 from servesize.core.hardware import HardwareSpec
@@ -37,8 +40,7 @@ from servesize.core.sizing import (
     zero_load_infeasibility,
 )
 from servesize.core.steptime import MeasuredProfile
-from servesize.db.models import HardwareProfile
-from servesize.db.repository import HardwareRepository
+from servesize.db.connection import session_scope
 from servesize.prices import PriceQuote, reference_prices
 from servesize.schemas.sizing import (
     CandidatesIn,
@@ -48,7 +50,6 @@ from servesize.schemas.sizing import (
 )
 
 router = APIRouter(prefix="/v1", tags=["sizing"], dependencies=[ReadAccess])
-RECENT_UPLOADS = 20
 MAX_PROFILES = 1000
 
 EXAMPLES: dict[str, dict[str, Any]] = {
@@ -120,61 +121,67 @@ class _Hardware:
     """Per profile: id, version and the ids of the measurements read (newest first)."""
 
 
-def _hardware(body: SizingRequest, session: SessionDep) -> _Hardware:
+def _hardware(body: SizingRequest, lookups: LookupCache) -> _Hardware:
     """The searched profiles (repeats once), their prices (the request's over the profile's;
     prices of known hardware outside the search are ignored) and measured kernel tables."""
-    repo = HardwareRepository(session)
     ids = body.candidates.hardware
+    entries: list[HardwareEntry] = []
     if ids is None:
-        rows = list(repo.page(offset=0, limit=MAX_PROFILES, vendor=None, kind=None)[0])
+        for profile_id in lookups.hardware_ids()[:MAX_PROFILES]:
+            entry = lookups.hardware(profile_id)
+            if entry is not None:
+                entries.append(entry)
     else:
-        rows = []
         seen: set[str] = set()
         for i, profile_id in enumerate(ids):
             if profile_id in seen:
                 continue
             seen.add(profile_id)
-            row = repo.get(profile_id)
-            if row is None:
+            entry = lookups.hardware(profile_id)
+            if entry is None:
                 raise _unknown_hardware(profile_id, f"/candidates/hardware/{i}")
-            rows.append(row)
-    searched = {r.id for r in rows}
+            entries.append(entry)
+    searched = {e.spec.id for e in entries}
     for key in body.prices:
-        if key not in searched and repo.get(key) is None:
+        if key not in searched and lookups.hardware(key) is None:
             raise _unknown_hardware(key, json_pointer(["prices", key]))
     hardware = _Hardware(
-        specs=[r.to_spec() for r in rows], prices={}, quotes={}, measured={}, fingerprint=[]
+        specs=[e.spec for e in entries], prices={}, quotes={}, measured={}, fingerprint=[]
     )
     sheet = reference_prices()
-    for row in rows:
-        quote = _quote(body, row, sheet)
+    for entry in entries:
+        profile_id = entry.spec.id
+        quote = _quote(body, entry, sheet)
         if quote is not None:
-            hardware.prices[row.id] = quote.usd_per_gpu_hour
-            hardware.quotes[row.id] = quote
-        uploads = [(m.id, m.payload) for m in repo.measurements(row.id, limit=RECENT_UPLOADS)]
-        table = measured_profile(row.id, uploads, row.to_spec())
-        if table is not None:
-            hardware.measured[row.id] = table
+            hardware.prices[profile_id] = quote.usd_per_gpu_hour
+            hardware.quotes[profile_id] = quote
+        if entry.measured is not None:
+            hardware.measured[profile_id] = entry.measured
         hardware.fingerprint.append(
-            {"id": row.id, "version": row.version, "measurements": [mid for mid, _ in uploads]}
+            {
+                "id": profile_id,
+                "version": entry.version,
+                "measurements": list(entry.measurement_ids),
+            }
         )
     return hardware
 
 
 def _quote(
-    body: SizingRequest, row: HardwareProfile, sheet: dict[str, PriceQuote]
+    body: SizingRequest, entry: HardwareEntry, sheet: dict[str, PriceQuote]
 ) -> PriceQuote | None:
     """The request's price, else the profile's, else the reference sheet's cheapest."""
-    if row.id in body.prices:
-        return PriceQuote(body.prices[row.id], origin="request")
-    if row.price_per_gpu_hour is not None:
+    profile_id = entry.spec.id
+    if profile_id in body.prices:
+        return PriceQuote(body.prices[profile_id], origin="request")
+    if entry.price_per_gpu_hour is not None:
         return PriceQuote(
-            row.price_per_gpu_hour,
+            entry.price_per_gpu_hour,
             origin="profile",
-            source_url=row.price_source,
-            as_of=row.price_as_of,
+            source_url=entry.price_source,
+            as_of=entry.price_as_of,
         )
-    return sheet.get(row.id)
+    return sheet.get(profile_id)
 
 
 def _check_prices(prices: dict[str, float]) -> None:
@@ -306,9 +313,10 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
 
 
 def _cached_size(
-    body: SizingRequest, model: ResolvedModel, hardware: _Hardware, cache: SizingCache
+    body: SizingRequest, inputs: tuple[ResolvedModel, _Hardware], cache: SizingCache
 ) -> SizingResponse:
     """The answer from the cache, else a fresh search (then cached)."""
+    model, hardware = inputs
     key = sizing_key(
         body=body.model_dump(mode="json"),
         model=model.id,
@@ -329,35 +337,48 @@ def _cached_size(
     response_model=SizingResponse,
     responses={201: {"model": SizingResponse, "description": "Stored (``save=true``)"}},
 )
-def sizing(
+async def sizing(
     body: Annotated[SizingRequest, Body(openapi_examples=EXAMPLES)],
-    session: SessionDep,
-    index: CatalogIndexDep,
-    cache: SizingCacheDep,
-    key: OptionalKeyDep,
+    request: Request,
     response: Response,
+    lookups: LookupsDep,
+    cache: SizingCacheDep,
+    gates: GatesDep,
+    key: OptionalKeyDep,
     save: Annotated[bool, Query(description="Store the answer (needs plans:write).")] = False,
 ) -> SizingResponse:
     """The cheapest deployments that serve the traffic within the SLO: ranked, costed, with
     engine arguments, the binding constraint, headroom and every pruned candidate's reason.
-    With ``save=true`` the answer is stored with its inputs (201, ``Location``)."""
+    With ``save=true`` the answer is stored with its inputs (201, ``Location``); the database
+    is opened only for that write, after the search."""
     owner = check_plans_write(key) if save else None
     _check_prices(body.prices)
-    model = resolve_model(body.model, catalog=index.catalog, session=session)
-    hardware = _hardware(body, session)
-    answer = _cached_size(body, model, hardware, cache)
+    inputs: list[tuple[ResolvedModel, _Hardware]] = []
+
+    def lookup() -> tuple[ResolvedModel, _Hardware]:
+        found = (lookups.model(body.model), _hardware(body, lookups))
+        inputs.append(found)
+        return found
+
+    answer = await gates.heavy.run(request, lambda found: _cached_size(body, found, cache), lookup)
     if owner is None:
         return answer
-    stored = store_plan(
-        session,
-        key=owner,
-        body=body,
-        model_id=model.id,
-        config=model.config,
-        fingerprint=hardware.fingerprint,
-        quotes=hardware.quotes,
-        answer=answer,
-    )
+    model, hardware = inputs[0]
+
+    def store() -> SizingResponse:
+        with contextmanager(session_scope)(request.app.state.sessionmaker) as session:
+            return store_plan(
+                session,
+                key=owner,
+                body=body,
+                model_id=model.id,
+                config=model.config,
+                fingerprint=hardware.fingerprint,
+                quotes=hardware.quotes,
+                answer=answer,
+            )
+
+    stored = await run_in_threadpool(store)
     response.status_code = status.HTTP_201_CREATED
     response.headers["Location"] = f"/v1/plans/{stored.plan_id}"
     return stored

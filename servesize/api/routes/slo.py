@@ -1,7 +1,8 @@
 """SLO feasibility and capacity over HTTP (``/v1/slo/evaluate``, ``/v1/slo/capacity``).
 
-Both routes are plain ``def``: FastAPI runs them in its threadpool, so simulations do not block
-the event loop. The work is bounded: one evaluation is one simulation within the
+Both routes hand their work to the heavy gate (:mod:`servesize.api.compute`): a worker thread,
+so simulations do not block the event loop, a deadline, and no database session while they
+run. The work is bounded: one evaluation is one simulation within the
 ``/v1/simulate`` limits; a capacity search (:func:`servesize.core.slo.plan_capacity`) runs at
 most ``max_search_runs`` full simulations (plus a short screening run before each), and their
 total requests and expected tokens are capped (``MAX_SEARCH_REQUESTS``, ``MAX_SEARCH_TOKENS``)
@@ -14,10 +15,10 @@ import math
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Body
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Body, Request
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.compute import GatesDep
+from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.errors import UnprocessableError
 from servesize.api.render.slo import (
     capacity_out,
@@ -28,8 +29,12 @@ from servesize.api.render.slo import (
     zero_load_problem,
 )
 from servesize.api.render.uncertainty import capacity_bands
-from servesize.api.replica_resolver import ResolvedReplica, request_replica
-from servesize.api.routes.models import CatalogIndex, CatalogIndexDep
+from servesize.api.replica_resolver import (
+    ReplicaInputs,
+    ResolvedReplica,
+    request_inputs,
+    request_replica,
+)
 from servesize.api.simulation_runner import build_workload, length_distribution, run_simulation
 from servesize.core.simulation import SimulationSummary, percentile
 from servesize.core.slo import (
@@ -206,11 +211,11 @@ def _zero_load_screen(
 
 
 def _prepared(
-    body: SloEvaluateRequest | SloCapacityRequest, session: Session, index: CatalogIndex
+    body: SloEvaluateRequest | SloCapacityRequest, inputs: ReplicaInputs
 ) -> tuple[ResolvedReplica, ServiceLevelObjective, Workload, float]:
     """The engine model and the core objective of a request, after the zero-load screen: also
     the drawn requests and their zero-load p95 TTFT."""
-    built = request_replica(body, catalog=index.catalog, session=session)
+    built = request_replica(body, inputs)
     objective = body.slo.to_core()
     workload, zero_ttft_p95 = _zero_load_screen(built, body.traffic, objective)
     return built, objective, workload, zero_ttft_p95
@@ -260,15 +265,22 @@ def _tier_a_screen(
 
 
 @router.post("/evaluate", response_model=SloEvaluateResponse)
-def evaluate_slo(
+async def evaluate_slo(
     body: Annotated[SloEvaluateRequest, Body(openapi_examples=EVALUATE_EXAMPLES)],
-    session: SessionDep,
-    index: CatalogIndexDep,
+    request: Request,
+    lookups: LookupsDep,
+    gates: GatesDep,
 ) -> SloEvaluateResponse:
     """Check an SLO for a deployment under a traffic forecast: each target with its predicted
     value and margin, the binding constraint, goodput next to throughput, and which tier
     decided."""
-    built, objective, _, _ = _prepared(body, session, index)
+    return await gates.heavy.run(
+        request, lambda inputs: _evaluate(body, inputs), lambda: request_inputs(body, lookups)
+    )
+
+
+def _evaluate(body: SloEvaluateRequest, inputs: ReplicaInputs) -> SloEvaluateResponse:
+    built, objective, _, _ = _prepared(body, inputs)
     _check_tier(body)
     screen, screened, warnings = _tier_a_screen(body, built, objective)
     if body.tier == "analytic":
@@ -380,15 +392,22 @@ def _plan(
 
 
 @router.post("/capacity", response_model=SloCapacityResponse)
-def slo_capacity(
+async def slo_capacity(
     body: Annotated[SloCapacityRequest, Body(openapi_examples=CAPACITY_EXAMPLES)],
-    session: SessionDep,
-    index: CatalogIndexDep,
+    request: Request,
+    lookups: LookupsDep,
+    gates: GatesDep,
 ) -> SloCapacityResponse:
     """The largest arrival rate (open loop) or concurrency (closed loop) one replica sustains
     within the SLO: Tier A brackets, the simulator decides by bisection with common random
     numbers, other seeds confirm; with the latency-vs-load curve and its knee."""
-    built, objective, workload, zero_ttft_p95 = _prepared(body, session, index)
+    return await gates.heavy.run(
+        request, lambda inputs: _capacity(body, inputs), lambda: request_inputs(body, lookups)
+    )
+
+
+def _capacity(body: SloCapacityRequest, inputs: ReplicaInputs) -> SloCapacityResponse:
+    built, objective, workload, zero_ttft_p95 = _prepared(body, inputs)
     _search_bounds(body, workload)
     probe = _Prober(built, body.traffic, body.policy)
     plan = _plan(body, built, objective, probe, zero_ttft_p95)

@@ -73,6 +73,11 @@ class SimulationSummary:
 
     Latency statistics without a suffix count every measured request, failures as ``inf``;
     ``*_completed`` ones only requests that completed. ITL is pooled over tokens.
+
+    The outcome counts are disjoint and add up: ``completed + failed + timed_out + rejected
+    = measured``. ``failed`` counts measured requests that ended any other way than completing,
+    timing out or being rejected (none do in this simulator); requests that did not complete
+    are ``measured - completed``.
     """
 
     ttft_s: LatencyStats
@@ -374,7 +379,7 @@ class SimulationResult:
             slo_attainment=attainment,
             measured=n_measured,
             completed=int((status_m == RequestStatus.OK).sum()),
-            failed=int((status_m != RequestStatus.OK).sum()),
+            failed=int(np.isin(status_m, tuple(RequestStatus), invert=True).sum()),
             timed_out=int((status_m == RequestStatus.TIMED_OUT).sum()),
             rejected=int((status_m == RequestStatus.REJECTED).sum()),
             preemptions=int(self.num_preemptions[measured].sum()),

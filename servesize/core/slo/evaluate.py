@@ -10,8 +10,9 @@ missed by the most, relatively).
   ``+inf``, so 2 % failures make p99 ``inf``. A statistic without samples (TPOT when every
   request has one output token) is ``NaN``: the check holds vacuously, with an infinite
   relative margin.
-* ``failure_rate = (timed out + rejected) / measured``. With ``max_failure_rate = 0`` the margin
-  has no scale: its relative margin is ``+inf`` while no request fails and ``-inf`` otherwise.
+* ``failure_rate = (measured - completed) / measured`` (timed out, rejected or failed). With
+  ``max_failure_rate = 0`` the margin has no scale: its relative margin is ``+inf`` while no
+  request fails and ``-inf`` otherwise.
 * Stability is the simulator's verdict (:meth:`SimulationResult.summary`): an unstable run
   misses the objective whatever its percentiles say.
 * Goodput is the rate of requests that complete and meet the per-request limits of
@@ -232,7 +233,8 @@ def evaluate_summary(
         )
         for t in objective.targets
     ]
-    failure_rate = summary.failed / summary.measured if summary.measured else 0.0
+    not_completed = summary.measured - summary.completed
+    failure_rate = not_completed / summary.measured if summary.measured else 0.0
     throughput = summary.throughput_requests_per_s
     goodput = (
         summary.goodput_requests_per_s if summary.goodput_requests_per_s is not None else throughput

@@ -183,7 +183,7 @@ def test_timeout_counts_as_failure() -> None:
     assert r.exit_s.tolist() == [4.0, 3.0]
     assert math.isnan(r.finish_s[0])
     s = r.summary(SLO(ttft_s=10.0))
-    assert (s.completed, s.timed_out, s.failed, s.rejected) == (1, 1, 1, 0)
+    assert (s.completed, s.timed_out, s.failed, s.rejected) == (1, 1, 0, 0)
     # All-requests TTFT: {B: 1.0, A: inf}; p50 interpolates halfway to inf.
     assert s.ttft_s.p50 == math.inf
     assert s.ttft_s.mean == math.inf

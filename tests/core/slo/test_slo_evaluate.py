@@ -129,7 +129,7 @@ def test_failure_budget_throughput_floor_and_attainment_are_checked() -> None:
         min_throughput_requests_per_s=5.0,
         attainment=AttainmentTarget(goal=0.9, ttft_s=1.0, tpot_s=0.05),
     )
-    summary = _summary(failed=2, timed_out=2, completed=98)
+    summary = _summary(failed=0, timed_out=2, completed=98)
     ev = evaluate_summary(summary, slo, attainment=0.93)
     fr = ev.check("failure_rate")
     assert fr.predicted == pytest.approx(0.02)
