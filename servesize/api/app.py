@@ -6,14 +6,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.types import Scope
 
 from servesize import __version__
 from servesize.api.errors import install_error_handlers
 from servesize.api.logs import configure_logging
 from servesize.api.metrics import HttpMetrics
-from servesize.api.middleware import BodyGuardMiddleware, RequestContextMiddleware
-from servesize.api.ratelimit import RateLimiter
+from servesize.api.middleware import (
+    BodyGuardMiddleware,
+    RateLimitMiddleware,
+    RequestContextMiddleware,
+)
+from servesize.api.ratelimit import AUTH_FAILURES_POLICY, RateLimiter, RateLimits, parse_networks
 from servesize.api.routes import (
     hardware,
     health,
@@ -30,7 +33,6 @@ from servesize.api.routes.models import CatalogIndex
 from servesize.api.sizing_cache import SizingCache
 from servesize.catalog import ModelCatalog
 from servesize.db.connection import create_db_engine, make_sessionmaker
-from servesize.security import parse_key
 from servesize.settings import Settings, get_settings
 
 DESCRIPTION = """\
@@ -43,16 +45,16 @@ Every error is an RFC 9457 problem (`application/problem+json`). Writes need an 
 """
 
 
-def _client_key(scope: Scope) -> str:
-    """Rate-limit identity: the presented key's public id, else the client address."""
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            token = value.decode("latin-1").partition(" ")[2].strip()
-            parts = parse_key(token)
-            if parts is not None:
-                return "key:" + parts.key_id
-    client = scope.get("client")
-    return "addr:" + (client[0] if client else "unknown")
+def rate_limits(settings: Settings) -> RateLimits:
+    """The app's limits from ``RATE_LIMIT_PER_MINUTE``, ``AUTH_FAILURES_PER_MINUTE`` and
+    ``TRUSTED_PROXIES``."""
+    requests = settings.rate_limit_per_minute
+    failures = settings.auth_failures_per_minute
+    return RateLimits(
+        requests=RateLimiter(requests) if requests else None,
+        auth_failures=RateLimiter(failures, policy=AUTH_FAILURES_POLICY) if failures else None,
+        trusted_proxies=parse_networks(settings.trusted_proxies),
+    )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -89,14 +91,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (keys, models, hardware, memory, performance, queueing, simulate, slo, sizing):
         app.include_router(module.router)
 
-    limiter = (
-        RateLimiter(settings.rate_limit_per_minute) if settings.rate_limit_per_minute else None
-    )
-    app.add_middleware(
-        BodyGuardMiddleware,
-        max_body_bytes=settings.max_body_bytes,
-        rate_limiter=limiter,
-        client_key=_client_key,
-    )
+    app.state.rate_limits = rate_limits(settings)
+    app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(RateLimitMiddleware, limits=app.state.rate_limits)
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
     return app
