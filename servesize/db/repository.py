@@ -95,7 +95,11 @@ class CustomModelRepository:
         self, *, model_id: str, config: dict[str, object], created_by: int | None
     ) -> CustomModel:
         row = CustomModel(
-            model_id=model_id, config=config, created_at=utc_now(), created_by=created_by
+            model_id=model_id,
+            config=config,
+            created_at=utc_now(),
+            created_by=created_by,
+            owner_key_id=created_by,
         )
         self.session.add(row)
         self.session.flush()

@@ -23,6 +23,7 @@ from servesize.api.hardware_views import (
     profile_out,
     profile_summary,
 )
+from servesize.api.ownership import require_owner
 from servesize.api.pagination import PageDep
 from servesize.core.errors import FieldIssue
 from servesize.core.hardware import (
@@ -142,7 +143,7 @@ def _apply(
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=HardwareProfileOut)
 def create_profile(
-    body: HardwareProfileCreate, session: SessionDep, response: Response, _admin: AdminKey
+    body: HardwareProfileCreate, session: SessionDep, response: Response, admin: AdminKey
 ) -> HardwareProfileOut:
     """Create a custom profile (scope ``admin``)."""
     repo = HardwareRepository(session)
@@ -161,6 +162,7 @@ def create_profile(
         unverified_fields=[],
         created_at=now,
         updated_at=now,
+        owner_key_id=admin.id,
     )
     _apply(row, body.model_dump(exclude={"id"}) | {"identity_tokens": None}, body)
     repo.add(row)
@@ -175,13 +177,14 @@ def patch_profile(
     body: HardwareProfilePatch,
     session: SessionDep,
     response: Response,
-    _admin: AdminKey,
+    admin: AdminKey,
     if_match: IfMatch = None,
 ) -> HardwareProfileOut:
     """Change a profile (scope ``admin``; ``If-Match`` required). Datasheet profiles accept
     only ``price`` and ``notes``."""
     repo = HardwareRepository(session)
     row = _load(repo, profile_id)
+    require_owner(row.owner_key_id, admin, f"hardware profile {row.id!r}")
     _check_if_match(row, if_match)
     fields = body.model_dump(exclude_unset=True)
     if row.kind == "datasheet":
@@ -205,13 +208,14 @@ def patch_profile(
 
 @router.delete("/{profile_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_profile(
-    profile_id: str, session: SessionDep, _admin: AdminKey, if_match: IfMatch = None
+    profile_id: str, session: SessionDep, admin: AdminKey, if_match: IfMatch = None
 ) -> Response:
     """Delete a custom profile that has no measurements (scope ``admin``; ``If-Match``)."""
     repo = HardwareRepository(session)
     row = _load(repo, profile_id)
     if row.kind == "datasheet":
         raise ConflictError(f"datasheet profile {row.id!r} cannot be deleted")
+    require_owner(row.owner_key_id, admin, f"hardware profile {row.id!r}")
     _check_if_match(row, if_match)
     count = repo.measurement_counts([row.id]).get(row.id, 0)
     if count:
@@ -331,6 +335,7 @@ def _measurement_row(
         gpu_name=provenance.gpu_name,
         gpu_uuid=provenance.gpu_uuid,
         payload=body.model_dump(mode="json"),
+        owner_key_id=api_key_id,
     )
 
 
