@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
@@ -74,12 +75,46 @@ def _detail(repo: HardwareRepository, row: HardwareProfile) -> HardwareProfileOu
     return profile_out(row, recent, count)
 
 
+_ENTITY_TAG = re.compile(r'\s*((?:W/)?"[\x21\x23-\x7e\x80-\xff]*")\s*(?:,|$)')
+"""One ``entity-tag`` of a list (RFC 9110 §8.8.3: ``[W/] DQUOTE *etagc DQUOTE``; an
+``etagc`` may be a comma, so the list is split on tags, not on commas)."""
+
+
+def if_match_tags(value: str) -> list[str] | None:
+    """The entity tags of an ``If-Match`` value (RFC 9110 §13.1.1: ``"*"`` or
+    ``1#entity-tag``, empty list elements allowed); ``["*"]`` for ``*``; ``None`` when the
+    value is not of that form."""
+    text = value.strip()
+    if text == "*":
+        return ["*"]
+    tags: list[str] = []
+    position = 0
+    while position < len(text):
+        if text[position] in ", \t":
+            position += 1
+            continue
+        match = _ENTITY_TAG.match(text, position)
+        if match is None:
+            return None
+        tags.append(match.group(1))
+        position = match.end()
+    return tags or None
+
+
 def _check_if_match(row: HardwareProfile, if_match: str | None) -> None:
+    """RFC 9110 §13.1.1: the condition holds for ``*`` or when any listed tag matches the
+    current one by strong comparison (a weak ``W/`` tag never does)."""
     if if_match is None:
         raise PreconditionRequiredError(
             "send If-Match with the ETag from GET, so concurrent edits cannot overwrite each other"
         )
-    if if_match.strip() not in {_etag(row), "*"}:
+    tags = if_match_tags(if_match)
+    if tags is None:
+        raise BadRequestError(
+            'If-Match must be "*" or a comma-separated list of quoted entity tags',
+            errors=[{"location": "header", "pointer": "/If-Match", "detail": "malformed"}],
+        )
+    if "*" not in tags and _etag(row) not in tags:
         raise PreconditionFailedError(
             f"the profile changed: its ETag is now {_etag(row)}", current_etag=_etag(row)
         )
