@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
 from servesize import __version__
 from servesize.api.errors import install_error_handlers
-from servesize.api.logs import configure_logging
+from servesize.api.logs import configure_logging, logging_config
 from servesize.api.metrics import HttpMetrics
 from servesize.api.middleware import (
     BodyGuardMiddleware,
@@ -57,6 +58,25 @@ def rate_limits(settings: Settings) -> RateLimits:
     )
 
 
+def server_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.run`` (``servesize serve``).
+
+    - no ``Server`` header (``server_header``): the server does not advertise itself;
+    - no proxy-header rewriting (``proxy_headers``): uvicorn would otherwise believe
+      ``X-Forwarded-For`` from 127.0.0.1 and let any local client pick its rate-limit address;
+      ``TRUSTED_PROXIES`` decides instead (:mod:`servesize.api.ratelimit`);
+    - JSON logs for uvicorn's loggers (``log_config``); its access log is off, since
+      ``servesize.access`` writes one line per request with the request id.
+    """
+    return {
+        "server_header": False,
+        "proxy_headers": False,
+        "access_log": False,
+        "log_config": logging_config(settings.log_level),
+        "log_level": settings.log_level.lower(),
+    }
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app. ``uvicorn --factory servesize.api.app:create_app`` reads the environment;
     tests pass their own settings. The database pool is created here, not at import time."""
@@ -83,7 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = make_sessionmaker(db_engine)
     app.state.metrics = HttpMetrics()
     app.state.catalog_index = CatalogIndex(ModelCatalog(settings.models_dir))
-    app.state.sizing_cache = SizingCache()
+    app.state.sizing_cache = SizingCache(metrics=app.state.metrics)
     install_error_handlers(app)
 
     app.include_router(health.router)

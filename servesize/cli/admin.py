@@ -27,16 +27,20 @@ def serve(
     ] = False,
 ) -> None:
     """Apply pending migrations, then serve the API."""
+    import logging.config
+
     import uvicorn
 
-    from servesize.api.app import create_app
+    from servesize.api.app import create_app, server_options
+    from servesize.api.logs import logging_config
     from servesize.db import migrate
     from servesize.settings import get_settings
 
     settings = get_settings()
+    logging.config.dictConfig(logging_config(settings.log_level))  # Alembic's lines too
     if not no_migrate:
         migrate.upgrade(settings.database_url)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(settings), host=host, port=port, **server_options(settings))
 
 
 @db_app.command("upgrade")
