@@ -24,7 +24,7 @@ from prometheus_client import (
 
 from servesize import __version__
 
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 LATENCY_BUCKETS_S = (
     0.001,
