@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
@@ -37,7 +38,17 @@ class Settings(BaseSettings):
     """When true, GET endpoints under /v1 also need a valid API key (any scope)."""
 
     rate_limit_per_minute: int = Field(default=1200, ge=0)
-    """Requests per minute allowed per API key (or per client address without one); 0 = off."""
+    """Requests per minute allowed per authenticated API key, else per client address (a key
+    that does not verify counts against the address); 0 = off."""
+
+    auth_failures_per_minute: int = Field(default=10, ge=0)
+    """Failed authentications per minute allowed per client address; after that, requests from
+    the address that present a key get 429 until the window ends (before any key lookup);
+    0 = off."""
+
+    trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
+    """Proxies whose ``X-Forwarded-For`` is believed: comma-separated addresses or CIDR networks
+    (``TRUSTED_PROXIES=10.0.0.0/8,127.0.0.1``). Empty (the default): the TCP peer is the client."""
 
     compute_workers: int = Field(default=4, ge=1, le=256)
     """Estimates (``/v1/memory``, ``/v1/kv-budget``, ``/v1/performance``, ``/v1/queueing``)
@@ -74,6 +85,25 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = Field(default=None, repr=False)
     """Secret for the keyed hash of API keys. Unset: a random secret stored in the database
     at migration time is used, so API keys survive restarts with no configuration."""
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_networks(cls, value: object) -> object:
+        """Accept a comma-separated string; each entry must parse as an address or network
+        (a bare address is a /32 or /128)."""
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            return value
+        networks: list[str] = []
+        for item in items:
+            text = str(item).strip()
+            if not text:
+                continue
+            try:
+                networks.append(str(ipaddress.ip_network(text, strict=False)))
+            except ValueError:
+                raise ValueError(f"{text!r} is not an IP address or CIDR network") from None
+        return tuple(networks)
 
     @field_validator("database_url")
     @classmethod

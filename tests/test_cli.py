@@ -42,7 +42,13 @@ def test_db_upgrade_current_downgrade(sqlite_env: str) -> None:
     result = runner.invoke(app, ["db", "upgrade"])
     assert result.exit_code == 0, result.output
     assert "(at head)" in result.output
-    result = runner.invoke(app, ["db", "downgrade", "base"])
+    # The datasheet profiles are stored data: a downgrade that drops them asks first.
+    refused = runner.invoke(app, ["db", "downgrade", "base"])
+    assert refused.exit_code == 1, refused.output
+    assert "table hardware_profile" in refused.output
+    assert "--yes-destroy-data" in refused.output
+    assert "(at head)" in runner.invoke(app, ["db", "current"]).output  # nothing changed
+    result = runner.invoke(app, ["db", "downgrade", "base", "--yes-destroy-data"])
     assert result.exit_code == 0, result.output
     assert "current: base" in result.output
 

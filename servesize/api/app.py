@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
-from starlette.types import Scope
 
 from servesize import __version__
 from servesize.api.compute import ComputeGate, Gates
 from servesize.api.errors import install_error_handlers
-from servesize.api.logs import configure_logging
+from servesize.api.logs import configure_logging, logging_config
 from servesize.api.lookups import LookupCache
 from servesize.api.metrics import HttpMetrics
-from servesize.api.middleware import BodyGuardMiddleware, RequestContextMiddleware
-from servesize.api.ratelimit import RateLimiter
+from servesize.api.middleware import (
+    BodyGuardMiddleware,
+    RateLimitMiddleware,
+    RequestContextMiddleware,
+)
+from servesize.api.ratelimit import AUTH_FAILURES_POLICY, RateLimiter, RateLimits, parse_networks
 from servesize.api.routes import (
     hardware,
     health,
@@ -33,7 +37,6 @@ from servesize.api.routes.models import CatalogIndex
 from servesize.api.sizing_cache import SizingCache
 from servesize.catalog import ModelCatalog
 from servesize.db.connection import create_db_engine, make_sessionmaker
-from servesize.security import parse_key
 from servesize.settings import Settings, get_settings
 
 DESCRIPTION = """\
@@ -46,16 +49,35 @@ Every error is an RFC 9457 problem (`application/problem+json`). Writes need an 
 """
 
 
-def _client_key(scope: Scope) -> str:
-    """Rate-limit identity: the presented key's public id, else the client address."""
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            token = value.decode("latin-1").partition(" ")[2].strip()
-            parts = parse_key(token)
-            if parts is not None:
-                return "key:" + parts.key_id
-    client = scope.get("client")
-    return "addr:" + (client[0] if client else "unknown")
+def rate_limits(settings: Settings) -> RateLimits:
+    """The app's limits from ``RATE_LIMIT_PER_MINUTE``, ``AUTH_FAILURES_PER_MINUTE`` and
+    ``TRUSTED_PROXIES``."""
+    requests = settings.rate_limit_per_minute
+    failures = settings.auth_failures_per_minute
+    return RateLimits(
+        requests=RateLimiter(requests) if requests else None,
+        auth_failures=RateLimiter(failures, policy=AUTH_FAILURES_POLICY) if failures else None,
+        trusted_proxies=parse_networks(settings.trusted_proxies),
+    )
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.run`` (``servesize serve``).
+
+    - no ``Server`` header (``server_header``): the server does not advertise itself;
+    - no proxy-header rewriting (``proxy_headers``): uvicorn would otherwise believe
+      ``X-Forwarded-For`` from 127.0.0.1 and let any local client pick its rate-limit address;
+      ``TRUSTED_PROXIES`` decides instead (:mod:`servesize.api.ratelimit`);
+    - JSON logs for uvicorn's loggers (``log_config``); its access log is off, since
+      ``servesize.access`` writes one line per request with the request id.
+    """
+    return {
+        "server_header": False,
+        "proxy_headers": False,
+        "access_log": False,
+        "log_config": logging_config(settings.log_level),
+        "log_level": settings.log_level.lower(),
+    }
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -112,7 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             deadline_s=settings.compute_deadline_s,
         ),
     )
-    app.state.sizing_cache = SizingCache()
+    app.state.sizing_cache = SizingCache(metrics=app.state.metrics)
     install_error_handlers(app)
 
     app.include_router(health.router)
@@ -131,14 +153,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(module.router)
 
-    limiter = (
-        RateLimiter(settings.rate_limit_per_minute) if settings.rate_limit_per_minute else None
-    )
-    app.add_middleware(
-        BodyGuardMiddleware,
-        max_body_bytes=settings.max_body_bytes,
-        rate_limiter=limiter,
-        client_key=_client_key,
-    )
+    app.state.rate_limits = rate_limits(settings)
+    app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(RateLimitMiddleware, limits=app.state.rate_limits)
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
     return app

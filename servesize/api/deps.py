@@ -9,8 +9,9 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from servesize.api.errors import ForbiddenError, UnauthorizedError
+from servesize.api.errors import ForbiddenError, RateLimitedError, UnauthorizedError
 from servesize.api.lookups import LookupCache
+from servesize.api.ratelimit import RateLimits
 from servesize.db.connection import session_scope, transaction
 from servesize.db.models import ApiKey
 from servesize.db.repository import ApiKeyRepository
@@ -52,13 +53,11 @@ def get_key_repository(session: SessionDep, settings: SettingsDep) -> ApiKeyRepo
 KeyRepoDep = Annotated[ApiKeyRepository, Depends(get_key_repository)]
 
 
-def _bearer_token(request: Request) -> str | None:
-    header = request.headers.get("authorization")
-    if header is None:
-        return None
+def _bearer_token(header: str) -> str | None:
+    """The token of ``Bearer <token>``; ``None`` for any other shape."""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise UnauthorizedError("the Authorization header must read 'Bearer <key>'")
+        return None
     return token.strip()
 
 
@@ -69,14 +68,41 @@ def _authenticate(request: Request, token: str, settings: Settings) -> ApiKey | 
         return ApiKeyRepository(session, secret_key=_secret_key(settings)).authenticate(token)
 
 
+def _settle_rate_limit(request: Request, key: ApiKey | None) -> None:
+    """Count the request against the verified key, or against the address when the key did
+    not verify (:meth:`RateLimits.settle`); 429 when that is over its limit."""
+    limits = getattr(request.app.state, "rate_limits", None)
+    if not isinstance(limits, RateLimits):
+        return
+    state: dict[str, object] = request.scope.setdefault("state", {})
+    refusal = limits.settle(state, key.key_id if key is not None else None)
+    if refusal is not None:
+        raise RateLimitedError(
+            "too many requests; retry after the interval in Retry-After",
+            retry_after_s=refusal.reset_s,
+            policy=refusal.policy,
+        )
+
+
 async def optional_key(request: Request, settings: SettingsDep) -> ApiKey | None:
     """The key the request presents, if any; a presented key that is not live is a 401.
 
-    Without an ``Authorization`` header this touches neither the database nor a thread."""
-    token = _bearer_token(request)
-    if token is None:
+    Without an ``Authorization`` header this touches neither the database nor a thread.
+    Counted for the rate limit only after this verdict: a key that does not verify is charged
+    to the client address (and its failed-authentication budget), never to the key id it names.
+    """
+    header = request.headers.get("authorization")
+    if header is None:
         return None
-    key = await run_in_threadpool(_authenticate, request, token, settings)
+    token = _bearer_token(header)
+    key = (
+        await run_in_threadpool(_authenticate, request, token, settings)
+        if token is not None
+        else None
+    )
+    _settle_rate_limit(request, key)
+    if token is None:
+        raise UnauthorizedError("the Authorization header must read 'Bearer <key>'")
     if key is None:
         raise UnauthorizedError("the API key is unknown or revoked")
     request.state.api_key_id = key.key_id

@@ -6,6 +6,7 @@ ApiError                 carries status, slug, detail, extensions, headers
  ├─ ForbiddenError       403
  ├─ NotFoundError        404
  ├─ ConflictError        409
+ ├─ RateLimitedError     429 (Retry-After)
  ├─ UnprocessableError   422 (with ``errors[]``)
  ├─ SloInfeasibleError   422 an SLO no load (or no candidate) meets
  └─ PreconditionFailedError 412 / 428
@@ -86,6 +87,13 @@ class NotFoundError(ApiError):
 
 class ConflictError(ApiError):
     status, slug = 409, "conflict"
+
+
+class RateLimitedError(ApiError):
+    status, slug = 429, "rate-limited"
+
+    def __init__(self, detail: str, *, retry_after_s: int, policy: str) -> None:
+        super().__init__(detail, headers={"Retry-After": str(retry_after_s)}, policy=policy)
 
 
 class UnprocessableError(ApiError):

@@ -1,4 +1,5 @@
-"""Pure ASGI middleware: request context (id, logs, metrics, last-resort 500) and body guard."""
+"""Pure ASGI middleware: request context (id, logs, metrics, security headers, last-resort 500),
+rate limits and body guard."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -15,7 +15,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from servesize.api.logs import request_id_var
 from servesize.api.metrics import HttpMetrics
 from servesize.api.problems import problem_response
-from servesize.api.ratelimit import RateLimiter
+from servesize.api.ratelimit import (
+    ADDRESS_KEY,
+    DEFERRED_KEY,
+    STATE_KEY,
+    RateDecision,
+    RateLimits,
+)
 
 log = logging.getLogger("servesize.access")
 
@@ -24,6 +30,8 @@ _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
 _JSON_TYPES = re.compile(r"^application/([a-z0-9.+-]+\+)?json$")
 _OTHER_ACCEPTED_TYPES = {"multipart/form-data", "text/csv"}
+SECURITY_HEADERS = ((b"x-content-type-options", b"nosniff"),)
+"""Sent on every response: no content sniffing of JSON into HTML or script."""
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -61,6 +69,7 @@ class RequestContextMiddleware:
                 status = int(message["status"])
                 headers = list(message.get("headers", []))
                 headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                headers.extend(SECURITY_HEADERS)
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -103,39 +112,97 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-class BodyGuardMiddleware:
-    """Enforce the body-size limit (413), the media type (415), strict JSON (400: malformed,
-    or NaN/Infinity, which RFC 8259 does not allow), and the rate limit (429)."""
+def rate_limit_headers(limits: RateLimits, state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+    """``RateLimit-Policy`` and, once the request was counted, ``RateLimit``."""
+    policy = limits.policy_header()
+    if policy is None:
+        return []
+    headers = [(b"ratelimit-policy", policy.encode())]
+    decision = state.get(STATE_KEY)
+    if isinstance(decision, RateDecision):
+        headers.append((b"ratelimit", decision.header().encode()))
+    return headers
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        max_body_bytes: int,
-        rate_limiter: RateLimiter | None,
-        client_key: Callable[[Scope], str],
-    ) -> None:
+
+class RateLimitMiddleware:
+    """Count ``/v1`` requests (see :mod:`servesize.api.ratelimit` for who is counted) and
+    refuse those over a limit with a 429 problem and ``Retry-After``.
+
+    A request without ``Authorization`` is counted here, against its address. One that presents
+    a key is counted by authentication (``servesize.api.deps.optional_key``), against the key
+    when it verifies and against the address when not; if its address has spent its failure
+    budget it is refused here, before any key lookup. A route that never authenticates leaves
+    the request to be counted here, against the address, when it ends.
+    """
+
+    def __init__(self, app: ASGIApp, *, limits: RateLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope.get("path", "").startswith("/v1"):
+            await self.app(scope, receive, send)
+            return
+        limits = self.limits
+        state: dict[str, Any] = scope.setdefault("state", {})
+        address = limits.address(scope)
+        state[ADDRESS_KEY] = address
+
+        async def send_with_limits(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.extend(rate_limit_headers(limits, state))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        refusal: RateDecision | None = None
+        if _header(scope, b"authorization") is not None:
+            refusal = limits.failures_spent(address)
+            state[DEFERRED_KEY] = refusal is None
+        else:
+            decision = limits.count_address(address)
+            state[STATE_KEY] = decision
+            refusal = decision if decision is not None and not decision.allowed else None
+        if refusal is not None:
+            state[STATE_KEY] = refusal
+            await rate_limited_response(scope.get("path"), refusal)(
+                scope, receive, send_with_limits
+            )
+            return
+        await self.app(scope, receive, send_with_limits)
+        if state.get(DEFERRED_KEY):
+            limits.count_address(address)  # presented a key nobody checked
+
+
+def rate_limited_response(path: str | None, decision: RateDecision) -> Any:
+    detail = (
+        "too many failed authentications from this address; retry after the interval in Retry-After"
+        if decision.policy != "requests"
+        else "too many requests; retry after the interval in Retry-After"
+    )
+    return problem_response(
+        429,
+        "rate-limited",
+        detail,
+        instance=path,
+        headers={"Retry-After": str(decision.reset_s)},
+        policy=decision.policy,
+    )
+
+
+class BodyGuardMiddleware:
+    """Enforce the body-size limit (413), the media type (415) and strict JSON (400: malformed,
+    or NaN/Infinity, which RFC 8259 does not allow)."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.rate_limiter = rate_limiter
-        self.client_key = client_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
-        if self.rate_limiter is not None and path.startswith("/v1"):
-            retry_after_s = self.rate_limiter.hit(self.client_key(scope))
-            if retry_after_s is not None:
-                await problem_response(
-                    429,
-                    "rate-limited",
-                    "too many requests; retry after the interval in Retry-After",
-                    instance=path,
-                    headers={"Retry-After": str(retry_after_s)},
-                )(scope, receive, send)
-                return
         if scope["method"] not in _BODY_METHODS:
             await self.app(scope, receive, send)
             return

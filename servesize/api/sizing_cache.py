@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from servesize.api.metrics import HttpMetrics
 from servesize.schemas.sizing import SizingResponse
 
 CACHE_ENTRIES = 32
@@ -30,12 +31,16 @@ def sizing_key(**parts: Any) -> str:
 
 
 class SizingCache:
-    """A thread-safe LRU of sizing responses by :func:`sizing_key`."""
+    """A thread-safe LRU of sizing responses by :func:`sizing_key`.
 
-    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+    With ``metrics``, every lookup counts as a hit or a miss, and every answer stored (each
+    one computed) records its duration, candidates and simulated requests."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES, *, metrics: HttpMetrics | None = None) -> None:
         if entries < 1:
             raise ValueError(f"entries must be >= 1, got {entries}")
         self.entries = entries
+        self.metrics = metrics
         self._answers: OrderedDict[str, SizingResponse] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -43,12 +48,21 @@ class SizingCache:
         """The cached answer, marked ``cached``, or ``None``."""
         with self._lock:
             hit = self._answers.get(key)
-            if hit is None:
-                return None
-            self._answers.move_to_end(key)
+            if hit is not None:
+                self._answers.move_to_end(key)
+        if self.metrics is not None:
+            self.metrics.sizing_cache(hit=hit is not None)
+        if hit is None:
+            return None
         return hit.model_copy(update={"cached": True})
 
     def put(self, key: str, response: SizingResponse) -> None:
+        if self.metrics is not None:
+            self.metrics.sizing_answer(
+                elapsed_s=response.elapsed_s,
+                candidates_evaluated=response.candidates_evaluated,
+                simulated_requests=response.simulated_requests,
+            )
         with self._lock:
             self._answers[key] = response
             self._answers.move_to_end(key)

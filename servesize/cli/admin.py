@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from servesize.cli.app import app, console, db_app, keys_app
+from servesize.cli.app import app, console, db_app, keys_app, refuse
 from servesize.security import Scope
 
 if TYPE_CHECKING:
@@ -27,16 +27,20 @@ def serve(
     ] = False,
 ) -> None:
     """Apply pending migrations, then serve the API."""
+    import logging.config
+
     import uvicorn
 
-    from servesize.api.app import create_app
+    from servesize.api.app import create_app, server_options
+    from servesize.api.logs import logging_config
     from servesize.db import migrate
     from servesize.settings import get_settings
 
     settings = get_settings()
+    logging.config.dictConfig(logging_config(settings.log_level))  # Alembic's lines too
     if not no_migrate:
         migrate.upgrade(settings.database_url)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(settings), host=host, port=port, **server_options(settings))
 
 
 @db_app.command("upgrade")
@@ -50,12 +54,37 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
 
 
 @db_app.command("downgrade")
-def db_downgrade(revision: Annotated[str, typer.Argument(help="Target, e.g. base or -1.")]) -> None:
-    """Downgrade the database to a revision."""
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="Target, e.g. base or -1.")],
+    yes_destroy_data: Annotated[
+        bool,
+        typer.Option(
+            "--yes-destroy-data",
+            help="Drop the tables and columns listed, with their rows (they cannot be restored "
+            "but from a backup).",
+        ),
+    ] = False,
+) -> None:
+    """Downgrade the database to a revision. Refuses (exit 1, nothing changed) when that drops
+    stored data, listing what it would drop, unless --yes-destroy-data is given. The instance
+    secret is kept, so API keys restored later still verify."""
     from servesize.db import migrate
     from servesize.settings import get_settings
 
-    migrate.downgrade(get_settings().database_url, revision)
+    try:
+        dropped = migrate.downgrade(
+            get_settings().database_url, revision, destroy_data=yes_destroy_data
+        )
+    except migrate.DataLossRefusedError as exc:
+        lines = "\n".join(f"  {loss.describe()}" for loss in exc.losses)
+        refuse(
+            f"refusing to downgrade to {revision}: it would drop\n{lines}\n"
+            "back the database up, then rerun with --yes-destroy-data",
+            code=1,
+        )
+    for loss in dropped:
+        if loss.rows:
+            print(f"dropped {loss.describe()}")
     db_current()
 
 

@@ -24,7 +24,11 @@ def create_db_engine(url: str, **kwargs: Any) -> Engine:
     SQLite: ``check_same_thread=False`` (uvicorn serves sync routes from a thread pool),
     ``PRAGMA foreign_keys=ON`` on every connection (SQLite ignores foreign keys otherwise),
     WAL journaling (readers do not block the writer) and a 5 s busy timeout.
+
+    ``hide_parameters=True`` on every backend: a failed statement's message (logged, or
+    raised) never carries its bound values, which include key hashes and uploaded text.
     """
+    kwargs.setdefault("hide_parameters", True)
     if not is_sqlite(url):
         return create_engine(url, pool_pre_ping=True, **kwargs)
     db_engine = create_engine(

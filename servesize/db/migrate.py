@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Connection, Engine, column, func, insert, inspect, select, table
 
 from servesize.db.connection import create_db_engine
 from servesize.db.models import HardwareProfile
@@ -39,10 +40,6 @@ def upgrade(database_url: str, revision: str = "head") -> None:
             db_engine.dispose()
 
 
-def downgrade(database_url: str, revision: str) -> None:
-    command.downgrade(alembic_config(database_url), revision)
-
-
 def head_revisions(database_url: str) -> set[str]:
     return set(ScriptDirectory.from_config(alembic_config(database_url)).get_heads())
 
@@ -70,3 +67,76 @@ def insert_missing_datasheets(db_engine: Engine, path: Path = GPUS_JSON) -> list
         if missing:
             connection.execute(insert(HardwareProfile), missing)
     return [row["id"] for row in missing]
+
+
+@dataclass(frozen=True, slots=True)
+class Loss:
+    """What a downgrade would drop: a table (its rows) or a column (its non-null values)."""
+
+    revision: str
+    target: str
+    """``table`` or ``table.column``; ``""`` when the revision does not say what it drops."""
+    rows: int
+
+    def describe(self) -> str:
+        if not self.target:
+            return f"revision {self.revision}: undeclared (it may drop anything)"
+        kind = "column" if "." in self.target else "table"
+        unit = "non-null values" if kind == "column" else "rows"
+        return f"{kind} {self.target} ({self.rows} {unit}, revision {self.revision})"
+
+
+class DataLossRefusedError(RuntimeError):
+    """A downgrade would drop stored data and ``destroy_data`` was not given."""
+
+    def __init__(self, revision: str, losses: list[Loss]) -> None:
+        self.losses = losses
+        listed = "; ".join(loss.describe() for loss in losses)
+        super().__init__(f"downgrading to {revision} would drop {listed}")
+
+
+def _count(connection: Connection, target: str) -> int:
+    table_name, _, column_name = target.partition(".")
+    inspector = inspect(connection)
+    if not inspector.has_table(table_name):
+        return 0
+    if column_name and column_name not in {c["name"] for c in inspector.get_columns(table_name)}:
+        return 0
+    query = select(func.count()).select_from(table(table_name, column(column_name or "x")))
+    if column_name:
+        query = query.where(column(column_name).is_not(None))
+    return int(connection.execute(query).scalar_one())
+
+
+def downgrade_losses(database_url: str, revision: str) -> list[Loss]:
+    """Everything undoing the revisions above ``revision`` would drop, with row counts, read
+    from each revision's ``DESTROYS``; a revision without one is listed as undeclared."""
+    script = ScriptDirectory.from_config(alembic_config(database_url))
+    db_engine = create_db_engine(database_url)
+    try:
+        with db_engine.connect() as connection:
+            current = tuple(MigrationContext.configure(connection).get_current_heads())
+            if not current:
+                return []
+            losses: list[Loss] = []
+            for rev in script.iterate_revisions(current, revision):
+                declared = getattr(rev.module, "DESTROYS", None)
+                if declared is None:
+                    losses.append(Loss(rev.revision, "", 0))
+                    continue
+                losses.extend(Loss(rev.revision, t, _count(connection, t)) for t in declared)
+            return losses
+    finally:
+        db_engine.dispose()
+
+
+def downgrade(database_url: str, revision: str, *, destroy_data: bool = False) -> list[Loss]:
+    """Downgrade to ``revision``; refuse (:class:`DataLossRefusedError`, nothing changed) when
+    that drops stored rows or values and ``destroy_data`` is false. Returns what was dropped.
+    The instance secret is never dropped (migration 0001), so API keys stay verifiable."""
+    losses = downgrade_losses(database_url, revision)
+    at_risk = [loss for loss in losses if loss.rows or not loss.target]
+    if at_risk and not destroy_data:
+        raise DataLossRefusedError(revision, at_risk)
+    command.downgrade(alembic_config(database_url), revision)
+    return losses

@@ -72,6 +72,11 @@ class CustomModel(Base):
     created_by: Mapped[int | None] = mapped_column(
         ForeignKey("api_key.id", ondelete="SET NULL"), default=None
     )
+    owner_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None
+    )
+    """The API key that created the row; only it or an ``admin`` key may change or delete the
+    row. NULL (rows older than ownership, datasheet profiles): ``admin`` keys only."""
 
 
 class HardwareProfile(Base):
@@ -105,6 +110,11 @@ class HardwareProfile(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
     version: Mapped[int] = mapped_column(Integer)
     """Bumped on every update; the ETag, so concurrent editors cannot overwrite each other."""
+    owner_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None
+    )
+    """The API key that created the row; only it or an ``admin`` key may change or delete the
+    row. NULL (rows older than ownership, datasheet profiles): ``admin`` keys only."""
 
     __mapper_args__ = {"version_id_col": version}  # noqa: RUF012
 
@@ -156,6 +166,11 @@ class HardwareMeasurement(Base):
     gpu_uuid: Mapped[str | None] = mapped_column(String(128), default=None)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     """The validated upload, verbatim."""
+    owner_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None
+    )
+    """The API key that created the row; only it or an ``admin`` key may change or delete the
+    row. NULL (rows older than ownership, datasheet profiles): ``admin`` keys only."""
 
 
 class SavedPlan(Base):

@@ -18,6 +18,9 @@ from servesize.db.models import (
 from servesize.db.types import utc_now
 from servesize.security import NewKey, Scope, generate_key, hash_secret, parse_key, verify_secret
 
+_UNMATCHABLE_HASH = "z" * 64
+"""Compared against for unknown key ids: as long as a real hex digest, never equal to one."""
+
 
 class ApiKeyRepository:
     """API keys: create, list, revoke and authenticate."""
@@ -57,6 +60,11 @@ class ApiKeyRepository:
     def get(self, key_id: str) -> ApiKey | None:
         return self.session.scalar(select(ApiKey).where(ApiKey.key_id == key_id))
 
+    def live_admin_count(self) -> int:
+        """Keys not revoked whose scopes include ``admin``."""
+        live = self.session.scalars(select(ApiKey).where(ApiKey.revoked_at.is_(None))).all()
+        return sum(1 for row in live if Scope.ADMIN.value in row.scopes)
+
     def revoke(self, key_id: str) -> ApiKey | None:
         """Mark a key revoked (idempotent); ``None`` when no such key exists."""
         row = self.get(key_id)
@@ -71,13 +79,15 @@ class ApiKeyRepository:
         if parts is None:
             return None
         row = self.get(parts.key_id)
-        if row is None:
-            # Spend the same work as a real comparison so timing does not reveal key ids.
-            verify_secret(parts.secret, "0" * 64, instance_secret=b"\0" * 32)
+        # The same work whether or not the id exists, so timing does not reveal key ids: the
+        # instance secret is read and the HMAC compared (in constant time) in both cases, an
+        # unknown id against a hash no secret produces.
+        instance_secret = self.instance_secret()
+        stored_hash = row.key_hash if row is not None else _UNMATCHABLE_HASH
+        matches = verify_secret(parts.secret, stored_hash, instance_secret=instance_secret)
+        if row is None or not matches or row.revoked:
             return None
-        if not verify_secret(parts.secret, row.key_hash, instance_secret=self.instance_secret()):
-            return None
-        return None if row.revoked else row
+        return row
 
 
 class CustomModelRepository:
@@ -96,7 +106,11 @@ class CustomModelRepository:
         self, *, model_id: str, config: dict[str, object], created_by: int | None
     ) -> CustomModel:
         row = CustomModel(
-            model_id=model_id, config=config, created_at=utc_now(), created_by=created_by
+            model_id=model_id,
+            config=config,
+            created_at=utc_now(),
+            created_by=created_by,
+            owner_key_id=created_by,
         )
         self.session.add(row)
         self.session.flush()

@@ -37,7 +37,7 @@ def test_readyz_is_503_when_database_unreachable() -> None:
 def test_readyz_is_503_when_migrations_pending(
     database_url: str, make_client: Callable[..., TestClient]
 ) -> None:
-    migrate.downgrade(database_url, "base")
+    migrate.downgrade(database_url, "base", destroy_data=True)
     response = make_client().get("/readyz")
     assert response.status_code == 503
     assert response.json()["type"].endswith("migrations-pending")

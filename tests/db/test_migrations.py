@@ -45,8 +45,8 @@ def _tables(url: str) -> set[str]:
 def test_upgrade_downgrade_upgrade(fresh_url: str) -> None:
     migrate.upgrade(fresh_url)
     assert {t.name for t in Base.metadata.sorted_tables} <= _tables(fresh_url)
-    migrate.downgrade(fresh_url, "base")
-    assert _tables(fresh_url) <= {"alembic_version"}
+    migrate.downgrade(fresh_url, "base", destroy_data=True)
+    assert _tables(fresh_url) <= {"alembic_version", "instance_secret"}
     migrate.upgrade(fresh_url)
     db_engine = create_db_engine(fresh_url)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
@@ -23,6 +24,7 @@ from servesize.api.hardware_views import (
     profile_out,
     profile_summary,
 )
+from servesize.api.ownership import require_owner
 from servesize.api.pagination import PageDep
 from servesize.core.errors import FieldIssue
 from servesize.core.hardware import (
@@ -73,12 +75,46 @@ def _detail(repo: HardwareRepository, row: HardwareProfile) -> HardwareProfileOu
     return profile_out(row, recent, count)
 
 
+_ENTITY_TAG = re.compile(r'\s*((?:W/)?"[\x21\x23-\x7e\x80-\xff]*")\s*(?:,|$)')
+"""One ``entity-tag`` of a list (RFC 9110 §8.8.3: ``[W/] DQUOTE *etagc DQUOTE``; an
+``etagc`` may be a comma, so the list is split on tags, not on commas)."""
+
+
+def if_match_tags(value: str) -> list[str] | None:
+    """The entity tags of an ``If-Match`` value (RFC 9110 §13.1.1: ``"*"`` or
+    ``1#entity-tag``, empty list elements allowed); ``["*"]`` for ``*``; ``None`` when the
+    value is not of that form."""
+    text = value.strip()
+    if text == "*":
+        return ["*"]
+    tags: list[str] = []
+    position = 0
+    while position < len(text):
+        if text[position] in ", \t":
+            position += 1
+            continue
+        match = _ENTITY_TAG.match(text, position)
+        if match is None:
+            return None
+        tags.append(match.group(1))
+        position = match.end()
+    return tags or None
+
+
 def _check_if_match(row: HardwareProfile, if_match: str | None) -> None:
+    """RFC 9110 §13.1.1: the condition holds for ``*`` or when any listed tag matches the
+    current one by strong comparison (a weak ``W/`` tag never does)."""
     if if_match is None:
         raise PreconditionRequiredError(
             "send If-Match with the ETag from GET, so concurrent edits cannot overwrite each other"
         )
-    if if_match.strip() not in {_etag(row), "*"}:
+    tags = if_match_tags(if_match)
+    if tags is None:
+        raise BadRequestError(
+            'If-Match must be "*" or a comma-separated list of quoted entity tags',
+            errors=[{"location": "header", "pointer": "/If-Match", "detail": "malformed"}],
+        )
+    if "*" not in tags and _etag(row) not in tags:
         raise PreconditionFailedError(
             f"the profile changed: its ETag is now {_etag(row)}", current_etag=_etag(row)
         )
@@ -142,7 +178,7 @@ def _apply(
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=HardwareProfileOut)
 def create_profile(
-    body: HardwareProfileCreate, session: SessionDep, response: Response, _admin: AdminKey
+    body: HardwareProfileCreate, session: SessionDep, response: Response, admin: AdminKey
 ) -> HardwareProfileOut:
     """Create a custom profile (scope ``admin``)."""
     repo = HardwareRepository(session)
@@ -161,6 +197,7 @@ def create_profile(
         unverified_fields=[],
         created_at=now,
         updated_at=now,
+        owner_key_id=admin.id,
     )
     _apply(row, body.model_dump(exclude={"id"}) | {"identity_tokens": None}, body)
     repo.add(row)
@@ -175,13 +212,14 @@ def patch_profile(
     body: HardwareProfilePatch,
     session: SessionDep,
     response: Response,
-    _admin: AdminKey,
+    admin: AdminKey,
     if_match: IfMatch = None,
 ) -> HardwareProfileOut:
     """Change a profile (scope ``admin``; ``If-Match`` required). Datasheet profiles accept
     only ``price`` and ``notes``."""
     repo = HardwareRepository(session)
     row = _load(repo, profile_id)
+    require_owner(row.owner_key_id, admin, f"hardware profile {row.id!r}")
     _check_if_match(row, if_match)
     fields = body.model_dump(exclude_unset=True)
     if row.kind == "datasheet":
@@ -205,13 +243,14 @@ def patch_profile(
 
 @router.delete("/{profile_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_profile(
-    profile_id: str, session: SessionDep, _admin: AdminKey, if_match: IfMatch = None
+    profile_id: str, session: SessionDep, admin: AdminKey, if_match: IfMatch = None
 ) -> Response:
     """Delete a custom profile that has no measurements (scope ``admin``; ``If-Match``)."""
     repo = HardwareRepository(session)
     row = _load(repo, profile_id)
     if row.kind == "datasheet":
         raise ConflictError(f"datasheet profile {row.id!r} cannot be deleted")
+    require_owner(row.owner_key_id, admin, f"hardware profile {row.id!r}")
     _check_if_match(row, if_match)
     count = repo.measurement_counts([row.id]).get(row.id, 0)
     if count:
@@ -331,6 +370,7 @@ def _measurement_row(
         gpu_name=provenance.gpu_name,
         gpu_uuid=provenance.gpu_uuid,
         payload=body.model_dump(mode="json"),
+        owner_key_id=api_key_id,
     )
 
 

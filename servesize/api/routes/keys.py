@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
 from servesize.api.deps import AdminKey, KeyRepoDep, ReadAccess
 from servesize.api.errors import ConflictError, NotFoundError
@@ -12,8 +12,12 @@ router = APIRouter(prefix="/v1/keys", tags=["keys"], dependencies=[ReadAccess])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ApiKeyCreated)
-def create_key(body: ApiKeyCreate, keys: KeyRepoDep, admin: AdminKey) -> ApiKeyCreated:
-    """Create a key; the response holds the full key, shown this once."""
+def create_key(
+    body: ApiKeyCreate, keys: KeyRepoDep, admin: AdminKey, response: Response
+) -> ApiKeyCreated:
+    """Create a key; the response holds the full key, shown this once (``Cache-Control:
+    no-store``: no cache on the way may keep it)."""
+    response.headers["Cache-Control"] = "no-store"
     if any(k.name == body.name for k in keys.list()):
         raise ConflictError(f"an API key named {body.name!r} exists already")
     row, new = keys.create(name=body.name, scopes=body.scopes, created_by=admin.id)
@@ -29,8 +33,14 @@ def list_keys(keys: KeyRepoDep, _admin: AdminKey) -> list[ApiKeyOut]:
 
 
 @router.delete("/{key_id}", response_model=ApiKeyOut)
-def revoke_key(key_id: str, keys: KeyRepoDep, _admin: AdminKey) -> ApiKeyOut:
-    """Revoke a key (idempotent); it stops working at once."""
+def revoke_key(key_id: str, keys: KeyRepoDep, admin: AdminKey) -> ApiKeyOut:
+    """Revoke a key (idempotent); it stops working at once. An admin key cannot revoke itself
+    while it is the last live admin key (409): that would leave no way to manage keys over
+    HTTP (the CLI's ``servesize keys`` still can)."""
+    if key_id == admin.key_id and keys.live_admin_count() <= 1:
+        raise ConflictError(
+            "this is the last live admin key; create another admin key before revoking it"
+        )
     row = keys.revoke(key_id)
     if row is None:
         raise NotFoundError(f"no API key with id {key_id!r}")

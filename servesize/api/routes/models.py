@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 from servesize.api.deps import LookupsDep, ModelsWriteKey, ReadAccess, SessionDep
 from servesize.api.errors import ConflictError, NotFoundError
 from servesize.api.models_resolver import parse_inline, summary_out
+from servesize.api.ownership import require_owner
 from servesize.api.pagination import PageDep
 from servesize.catalog import ModelCatalog
 from servesize.core.architecture import Architecture
@@ -133,14 +134,16 @@ def get_model(model_id: str, lookups: LookupsDep) -> ModelOut:
 
 @router.delete("/{model_id:path}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_model(
-    model_id: str, session: SessionDep, index: CatalogIndexDep, _key: ModelsWriteKey
+    model_id: str, session: SessionDep, index: CatalogIndexDep, key: ModelsWriteKey
 ) -> Response:
-    """Delete a custom model (scope ``models:write``); catalogue models are read-only."""
+    """Delete a custom model (scope ``models:write``, and the key that registered it or an
+    ``admin`` key); catalogue models are read-only."""
     if model_id in index.catalog:
         raise ConflictError(f"{model_id!r} is a catalogue model and cannot be deleted")
     repo = CustomModelRepository(session)
     row = repo.get(model_id)
     if row is None:
         raise NotFoundError(f"no custom model {model_id!r}")
+    require_owner(row.owner_key_id, key, f"custom model {model_id!r}")
     repo.delete(row)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,5 +1,9 @@
 """api keys and the instance secret that keys their hashes
 
+The instance secret outlives a downgrade: ``downgrade`` keeps its table and ``upgrade`` keeps a
+secret it finds, so keys hashed under it (restored from a backup, say) still verify after a
+downgrade and upgrade.
+
 Revision ID: 0001
 Revises:
 Create Date: 2026-11-29
@@ -21,19 +25,37 @@ down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+DESTROYS = ("api_key",)
+"""What ``downgrade`` drops (``servesize db downgrade`` counts it before asking)."""
 
-def upgrade() -> None:
-    secret_table = op.create_table(
-        "instance_secret",
+
+def _secret_columns() -> list[sa.Column[object]]:
+    return [
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("secret_hex", sa.String(length=128), nullable=False),
         sa.Column("created_at", UTCDateTime(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_instance_secret")),
+    ]
+
+
+def upgrade() -> None:
+    connection = op.get_bind()
+    if not sa.inspect(connection).has_table("instance_secret"):
+        op.create_table(
+            "instance_secret",
+            *_secret_columns(),
+            sa.PrimaryKeyConstraint("id", name=op.f("pk_instance_secret")),
+        )
+    secret_table = sa.table(
+        "instance_secret",
+        sa.column("id", sa.Integer()),
+        sa.column("secret_hex", sa.String()),
+        sa.column("created_at", UTCDateTime()),
     )
-    op.bulk_insert(
-        secret_table,
-        [{"id": 1, "secret_hex": secrets.token_hex(32), "created_at": datetime.now(UTC)}],
-    )
+    if connection.execute(sa.select(sa.func.count()).select_from(secret_table)).scalar() == 0:
+        op.bulk_insert(
+            secret_table,
+            [{"id": 1, "secret_hex": secrets.token_hex(32), "created_at": datetime.now(UTC)}],
+        )
     op.create_table(
         "api_key",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -59,4 +81,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("api_key")
-    op.drop_table("instance_secret")
+    # instance_secret stays (see the module docstring); upgrade reuses it.

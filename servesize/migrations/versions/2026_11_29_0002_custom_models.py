@@ -19,6 +19,9 @@ down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+DESTROYS = ("custom_model",)
+"""What ``downgrade`` drops (``servesize db downgrade`` counts it before asking)."""
+
 
 def upgrade() -> None:
     op.create_table(

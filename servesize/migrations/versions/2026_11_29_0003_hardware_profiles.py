@@ -20,6 +20,9 @@ down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+DESTROYS = ("hardware_measurement", "hardware_profile")
+"""What ``downgrade`` drops (``servesize db downgrade`` counts it before asking)."""
+
 
 def upgrade() -> None:
     profile = op.create_table(

@@ -1,7 +1,7 @@
 """saved sizing plans (``POST /v1/sizing?save=true``, ``GET /v1/plans/{id}``)
 
 Revision ID: 2026_12_02_saved_plans
-Revises: 0003
+Revises: 2026_12_02_ownership
 Create Date: 2026-12-02
 """
 
@@ -15,9 +15,12 @@ from alembic import op
 from servesize.db.types import UTCDateTime
 
 revision: str = "2026_12_02_saved_plans"
-down_revision: str | None = "0003"
+down_revision: str | None = "2026_12_02_ownership"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+DESTROYS = ("saved_plan",)
+"""What ``downgrade`` drops (``servesize db downgrade`` counts it before asking)."""
 
 
 def upgrade() -> None:
