@@ -39,7 +39,8 @@ costed as if it fit.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, insort
+from collections import deque
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal
@@ -145,6 +146,9 @@ class _Loop:
         self.e2e: list[float] = []
         self.cycle: list[int] = []
         self.done = [0] * clients
+        self.running: list[int] = []  # prefilling or decoding, in admission order
+        self.queued: list[int] = list(range(clients))  # waiting, in FCFS order
+        self.idle: deque[int] = deque()  # between requests, by arrival time
 
     def _step_s(self, chunks: list[tuple[int, int]], decodes: list[int]) -> float:
         """The simulator's step cost (``servesize.core.simulation.adapters``: the same
@@ -162,28 +166,22 @@ class _Loop:
 
     def step(self) -> None:
         """Plan, cost and apply one step (or a run of pure-decode steps)."""
-        ph, arrive, order, t = self.phase, self.arrive, self.order, self.t
-        running: list[int] = []
-        queued: list[int] = []
-        for i, phase in enumerate(ph):
-            if phase == _IDLE:
-                if arrive[i] <= t:
-                    ph[i] = _QUEUED
-                    queued.append(i)
-            elif phase == _QUEUED:
-                queued.append(i)
-            else:
-                running.append(i)
+        ph, order, t = self.phase, self.order, self.t
+        idle, queued = self.idle, self.queued
+        # Returned clients join the queue in their FCFS order (``order``).
+        while idle and self.arrive[idle[0]] <= t:
+            r = idle.popleft()
+            ph[r] = _QUEUED
+            insort(queued, r, key=order.__getitem__)
+        running = self.running
         if not running and not queued:
-            self.t = min(a for a, q in zip(arrive, ph, strict=True) if q == _IDLE)
+            self.t = self.arrive[idle[0]]
             return
-        running.sort(key=order.__getitem__)
-        queued.sort(key=order.__getitem__)
         decodes = [r for r in running if ph[r] == _DECODE]
-        partial = [r for r in running if ph[r] == _PREFILL]
-        if not partial and not queued:
+        if len(decodes) == len(running) and not queued:
             self._decode_run(decodes)
             return
+        partial = [r for r in running if ph[r] == _PREFILL]
         room = self.budget - (0 if self.policy == "prefill_first" else len(decodes))
         chunks: list[tuple[int, int]] = []
         touched: list[tuple[int, int]] = []
@@ -196,6 +194,7 @@ class _Loop:
             touched.append((r, take))
             room -= take
         count = len(running)
+        admitted = 0
         for r in queued:
             if room <= 0 or count >= self.max_seqs:
                 break
@@ -206,9 +205,13 @@ class _Loop:
             touched.append((r, take))
             room -= take
             count += 1
+            admitted += 1
             ph[r] = _PREFILL
             order[r] = self.seq
             self.seq += 1.0
+            running.append(r)  # the newest admission order: ``running`` stays sorted
+        if admitted:
+            del queued[:admitted]
         if not chunks:
             self._decode_run(decodes)
             return
@@ -250,13 +253,16 @@ class _Loop:
             self.phase[r] = _IDLE
             arrive[r] = t + self.z
             self.comp[r] = 0
+        # Exits come in time order, so ``idle`` stays sorted by arrival.
+        self.idle.extend(gone)
+        out = set(gone)
+        self.running = [r for r in self.running if r not in out]
 
     def _decode_run(self, decodes: list[int]) -> None:
         """Pure-decode steps until a request finishes or the next arrival is due."""
         left, after = self.left, self.after
         steps = min(left[r] for r in decodes)
-        idle = [a for a, q in zip(self.arrive, self.phase, strict=True) if q == _IDLE]
-        due = min(idle) if idle else math.inf
+        due = self.arrive[self.idle[0]] if self.idle else math.inf
         hidden = [r for r in decodes if left[r] == after]
         if self.delay:
             steps = min(steps, 1) if hidden else steps
