@@ -43,6 +43,7 @@ from servesize.core.steptime.rates import (
     PREFILL_ATTENTION_EFFICIENCY_MAX,
     PREFILL_ATTENTION_HALF_TOKENS,
 )
+from servesize.core.steptime.scalar import ScalarCounts
 from servesize.core.steptime.tables import AttentionTable
 
 __all__ = ["TABLE_BLOCK", "TABLE_LIMIT", "FastStepTime", "fast_step_time"]
@@ -53,6 +54,9 @@ TABLE_LIMIT = 1 << 20
 """Largest tabulated count; a step beyond it is costed by the vectorised model."""
 _CACHE_SIZE = 8
 _ROW_CACHE = 4096
+_DECODE_MEMO = 1 << 16
+"""Pure-decode step times kept by ``(batch, context)``: closed loops of equal requests repeat
+them every wave (the value is the one computed the first time, so nothing changes)."""
 
 
 class _ScalarBilinear:
@@ -274,7 +278,11 @@ class _CountTable:
         self.values: list[float] = []
 
     def at(self, count: float) -> float:
-        """The function at a count outside the table (not tabulated)."""
+        """The function at a count outside the table (not tabulated): in Python floats where
+        ``ScalarCounts`` covers the model, else one vectorised call."""
+        scalar = self._fn.scalar
+        if scalar is not None:
+            return scalar(count)
         return float(self._fn(np.array([count], dtype=np.float64))[0])
 
     def grow(self, count: int) -> None:
@@ -292,6 +300,7 @@ class _Vectorised:
     def __init__(self, model: StepTimeModel, part: str) -> None:
         self.model = model
         self.part = part
+        self.scalar = ScalarCounts.build(model, part)
 
     def __call__(self, counts: FloatArray) -> FloatArray:
         model = self.model
@@ -325,7 +334,15 @@ class FastStepTime:
     Build it with :func:`fast_step_time`, which shares one per model.
     """
 
-    __slots__ = ("_attention", "_dp", "_sequences", "_tokens", "_tokens_prefill", "model")
+    __slots__ = (
+        "_attention",
+        "_decode_memo",
+        "_dp",
+        "_sequences",
+        "_tokens",
+        "_tokens_prefill",
+        "model",
+    )
 
     def __init__(self, model: StepTimeModel) -> None:
         inv = model.inventory
@@ -340,6 +357,7 @@ class FastStepTime:
             )
         )
         self._dp = float(inv.data_parallel_size)
+        self._decode_memo: dict[tuple[float, float], float] = {}
 
     def step_s(
         self,
@@ -402,13 +420,20 @@ class FastStepTime:
         if not b > 0:
             return [base] * len(contexts)
         parts = [att.decode_s for att in self._attention]
+        memo = self._decode_memo
+        if len(memo) + len(contexts) > _DECODE_MEMO:
+            memo.clear()
         out: list[float] = []
         append = out.append
         for context in contexts:
-            total = base
-            ctx = context / dp
-            for decode_s in parts:
-                total += decode_s(b, ctx)
+            key = (decode_sequences, context)
+            total = memo.get(key)
+            if total is None:
+                total = base
+                ctx = context / dp
+                for decode_s in parts:
+                    total += decode_s(b, ctx)
+                memo[key] = total
             append(total)
         return out
 

@@ -47,13 +47,16 @@ TPOT is the full latency through the pipeline.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from servesize.core.steptime._arrays import ArrayLike, FloatArray, StrArray, as_float_array
+from servesize.core.steptime.fast import fast_step_time
 from servesize.core.steptime.model import StepTime, StepTimeModel
+from servesize.core.steptime.point import prefill_queue_point, steady_point
 from servesize.core.steptime.wave import WAVE_POLICIES, engine_wave_policy, lockstep_loop
 from servesize.core.steptime.work import StepWork
 
@@ -104,17 +107,38 @@ def _budget(model: StepTimeModel) -> tuple[float, float]:
     return float(eng.max_num_batched_tokens * dp), float(eng.max_num_seqs * dp)
 
 
-def _chunked_prefill(model: StepTimeModel, prompt: FloatArray) -> tuple[FloatArray, StepTime]:
-    """Engine time of each prompt alone, chunked by the step budget."""
+def _prefill_chunks(model: StepTimeModel, prompt: FloatArray) -> tuple[StepWork, int]:
+    """Every prompt alone, chunked by the step budget: ``chunks`` rows of ``len(prompt)``
+    steps (a prompt's later rows are empty once it is done)."""
     budget, _ = _budget(model)
     chunks = int(np.max(np.ceil(prompt / budget))) if prompt.size else 0
     chunks = max(chunks, 1)
     starts = np.arange(chunks)[:, None] * budget
     sizes = np.clip(prompt[None, :] - starts, 0.0, budget)
     work = StepWork.prefill(sizes.ravel(), sequences=1, cached_tokens=starts.repeat(prompt.size))
+    return work, chunks
+
+
+def _chunked_prefill(model: StepTimeModel, prompt: FloatArray) -> tuple[FloatArray, StepTime]:
+    """Engine time of each prompt alone, chunked by the step budget."""
+    work, chunks = _prefill_chunks(model, prompt)
     steps = model.step_time(work)
     total = steps.total_s.reshape(chunks, prompt.size).sum(axis=0)
     return np.asarray(total, dtype=np.float64), steps[0 : prompt.size]
+
+
+def _reported_steps(
+    model: StepTimeModel, decodes: FloatArray, ctx: FloatArray, prompt: FloatArray
+) -> tuple[StepTime, FloatArray, StepTime]:
+    """The decode step of ``max(decodes, 1)`` sequences at ``ctx`` and :func:`_chunked_prefill`
+    of ``prompt``, in one vectorised call (each step is costed on its own, so the numbers are
+    those of two calls)."""
+    n = prompt.size
+    decode_work = StepWork.decode(np.maximum(decodes, 1.0), ctx)
+    prefill_work, chunks = _prefill_chunks(model, prompt)
+    steps = model.step_time(StepWork.concatenate([decode_work, prefill_work]))
+    total = steps.total_s[n:].reshape(chunks, n).sum(axis=0)
+    return steps[0:n], np.asarray(total, dtype=np.float64), steps[n : 2 * n]
 
 
 def prefill_time_s(model: StepTimeModel, input_tokens: ArrayLike) -> FloatArray:
@@ -190,6 +214,19 @@ def closed_loop(
     c, p, n = (np.asarray(v, dtype=np.float64) for v in (c, p, n))
     if np.any(c < 1) or np.any(p < 1) or np.any(n < 1):
         raise ValueError("concurrency, input_tokens and output_tokens must all be >= 1")
+    if c.size == 1:
+        kv = None if kv_capacity_tokens is None else as_float_array(kv_capacity_tokens)
+        if kv is None or kv.size == 1:
+            return _closed_loop_point(
+                model,
+                float(c[0]),
+                float(p[0]),
+                float(n[0]),
+                None if kv is None else float(kv[0]),
+                policy=policy,
+                output_delay_steps=output_delay_steps,
+                mean_field=mean_field,
+            )
     budget, _ = _budget(model)
     z = model.engine.request_overhead_s
     cap = resident_capacity(
@@ -203,10 +240,13 @@ def closed_loop(
         state = _steady_steps(model, resident, p, n, ctx, budget, pp, queue)
         life = state.steps * state.mean_step_s
         demand = c * life / (z + life)
+        before = resident, queue
         resident = 0.5 * resident + 0.5 * np.minimum(cap, np.maximum(demand, 1.0))
         queue = 0.5 * queue + 0.5 * _prefill_queue_s(
             state, resident / life, resident, model.engine.arrival_clumping
         )
+        if np.array_equal(resident, before[0]) and np.array_equal(queue, before[1]):
+            break  # a fixed point to the last bit: further passes repeat it
     state = _steady_steps(model, resident, p, n, ctx, budget, pp, queue)
     life = state.steps * state.mean_step_s
     rate = resident / life
@@ -227,8 +267,7 @@ def closed_loop(
         )
         ttft[i], tpot[i], rate[i] = loop.ttft_s, loop.tpot_s, loop.request_rate_per_s
         wait[i] = 0.0
-    decode = model.step_time(StepWork.decode(np.maximum(resident / pp, 1.0), ctx))
-    prefill_total, prefill_steps = _chunked_prefill(model, p)
+    decode, prefill_total, prefill_steps = _reported_steps(model, resident / pp, ctx, p)
     return ServingEstimate(
         concurrency=c,
         input_tokens=p,
@@ -391,4 +430,88 @@ def _steady_steps(
         own_prefill_s=own,
         residual_s=residual,
         parallel_prefills=np.maximum(np.floor(np.maximum(budget - b, 1.0) / p), 1.0),
+    )
+
+
+def _closed_loop_point(
+    model: StepTimeModel,
+    c: float,
+    p: float,
+    n: float,
+    kv_capacity_tokens: float | None,
+    *,
+    policy: str | None,
+    output_delay_steps: int,
+    mean_field: bool,
+) -> ServingEstimate:
+    """:func:`closed_loop` of one workload point on floats: the fixed point costs its steps
+    with :class:`~servesize.core.steptime.fast.FastStepTime` instead of one vectorised call of
+    one or two steps per pass (numpy's per-call cost, not arithmetic, is what a pass spends
+    there); the reported decode and prefill steps are one vectorised call."""
+    fast = fast_step_time(model)
+    budget, seqs = _budget(model)
+    z = model.engine.request_overhead_s
+    cap = seqs
+    if kv_capacity_tokens is not None:
+        held = p + (n if model.engine.kv_reservation == "full" else n / 2)
+        cap = min(cap, max(float(math.floor(kv_capacity_tokens / held)), 1.0))
+    pp = float(model.inventory.pipeline_parallel_size)
+    ctx = p + n / 2
+    resident = min(c, cap)
+    queue = 0.0
+    clumping = model.engine.arrival_clumping
+    for _ in range(FIXED_POINT_ITERATIONS):
+        state = steady_point(fast, resident, p, n, ctx, budget, pp, queue)
+        life = state.steps * state.mean_step_s
+        demand = c * life / (z + life)
+        before = resident, queue
+        resident = 0.5 * resident + 0.5 * min(cap, max(demand, 1.0))
+        queue = 0.5 * queue + 0.5 * prefill_queue_point(state, resident / life, resident, clumping)
+        if (resident, queue) == before:
+            break  # a fixed point to the last bit: further passes repeat it
+    state = steady_point(fast, resident, p, n, ctx, budget, pp, queue)
+    life = state.steps * state.mean_step_s
+    rate = resident / life
+    wait = max(c / rate - z - life, 0.0)
+    queued = max(state.steps - (n - 1) - state.prefill_steps, 0.0) * state.mean_step_s
+    ttft = z + wait + state.residual_s + queued + state.own_prefill_s
+    others = max(state.mix_share * state.steps - state.prefill_steps, 0.0)
+    rest = max(state.steps - state.prefill_steps, 1e-12)
+    share = min(max(others / rest, 0.0), 1.0)
+    tpot = share * state.mix_step_s + (1 - share) * state.decode_step_s
+    if c <= cap and not mean_field:
+        loop = lockstep_loop(
+            model,
+            clients=int(c),
+            input_tokens=int(p),
+            output_tokens=int(n),
+            policy=WAVE_POLICIES.get(policy or "", engine_wave_policy(model.engine.name)),
+            overhead_s=z,
+            output_delay_steps=output_delay_steps,
+        )
+        ttft, tpot, rate = loop.ttft_s, loop.tpot_s, loop.request_rate_per_s
+        wait = 0.0
+    one = np.ones(1)
+    decode, prefill_total, prefill_steps = _reported_steps(
+        model, one * (resident / pp), one * ctx, one * p
+    )
+    return ServingEstimate(
+        concurrency=one * c,
+        input_tokens=one * p,
+        output_tokens=one * n,
+        prefill_time_s=prefill_total,
+        ttft_zero_load_s=prefill_total + z,
+        decode_step_time_s=decode.total_s,
+        step_time_s=one * state.mean_step_s,
+        ttft_s=one * ttft,
+        tpot_s=one * (tpot if n > 1 else 0.0),
+        throughput_output_tokens_per_s=one * (rate * n),
+        request_rate_per_s=one * rate,
+        resident_sequences=one * resident,
+        admission_wait_s=one * wait,
+        prefill_bound=prefill_steps.bound,
+        decode_bound=decode.bound,
+        prefill_arithmetic_intensity=prefill_steps.arithmetic_intensity,
+        decode_arithmetic_intensity=decode.arithmetic_intensity,
+        sources=dict(model.sources),
     )

@@ -39,7 +39,10 @@ costed as if it fit.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
+from collections import deque
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Literal
 
 import numpy as np
@@ -107,7 +110,12 @@ _IDLE, _QUEUED, _PREFILL, _DECODE = 0, 1, 2, 3
 
 
 class _Loop:
-    """``C`` identical clients against one engine, stepped by the engine's rule."""
+    """``C`` identical clients against one engine, stepped by the engine's rule.
+
+    The clients' state is kept in Python lists (a step touches a few dozen clients, where
+    numpy's per-call cost exceeds the arithmetic); every time and token count is computed by
+    the same expressions in the same order as on arrays.
+    """
 
     def __init__(
         self,
@@ -126,28 +134,28 @@ class _Loop:
         self.c, self.p, self.policy = clients, prompt, policy
         self.after = output - 1 + delay  # decodes after the prefill (one hidden with δ = 1)
         self.delay, self.budget, self.max_seqs, self.z = delay, budget, max_seqs, overhead_s
-        self.phase = np.full(clients, _QUEUED, dtype=np.int64)
-        self.arrive = np.zeros(clients)
-        self.order = np.arange(clients, dtype=np.float64)  # admission / FCFS order
-        self.comp = np.zeros(clients, dtype=np.int64)  # prompt tokens computed
-        self.left = np.zeros(clients, dtype=np.int64)  # decodes left
-        self.first = np.zeros(clients)
+        self.phase = [_QUEUED] * clients
+        self.arrive = [0.0] * clients
+        self.order = [float(i) for i in range(clients)]  # admission / FCFS order
+        self.comp = [0] * clients  # prompt tokens computed
+        self.left = [0] * clients  # decodes left
+        self.first = [0.0] * clients
         self.t = 0.0
         self.seq = float(clients)
-        self.ttft: list[np.ndarray] = []
-        self.e2e: list[np.ndarray] = []
-        self.cycle: list[np.ndarray] = []
-        self.done = np.zeros(clients, dtype=np.int64)
+        self.ttft: list[float] = []
+        self.e2e: list[float] = []
+        self.cycle: list[int] = []
+        self.done = [0] * clients
+        self.running: list[int] = []  # prefilling or decoding, in admission order
+        self.queued: list[int] = list(range(clients))  # waiting, in FCFS order
+        self.idle: deque[int] = deque()  # between requests, by arrival time
 
-    def _queue(self) -> None:
-        arrived = (self.phase == _IDLE) & (self.arrive <= self.t)
-        self.phase[arrived] = _QUEUED
-
-    def _step_s(self, chunks: list[tuple[int, int]], decodes: np.ndarray) -> float:
+    def _step_s(self, chunks: list[tuple[int, int]], decodes: list[int]) -> float:
         """The simulator's step cost (``servesize.core.simulation.adapters``: the same
         features, the same reconstruction of the cached context from the attention work)."""
-        b = float(decodes.size)
-        ctx = float(np.sum(self.p + (self.after - self.left[decodes]))) + b
+        b = float(len(decodes))
+        p, after, left = self.p, self.after, self.left
+        ctx = float(sum(p + (after - left[r]) for r in decodes)) + b
         if not chunks:
             return self.fast.step_s(0.0, 0.0, 0.0, 0.0, b, max(ctx, b))
         t_p = float(sum(c[0] for c in chunks))
@@ -158,106 +166,124 @@ class _Loop:
 
     def step(self) -> None:
         """Plan, cost and apply one step (or a run of pure-decode steps)."""
-        self._queue()
-        ph = self.phase
-        running = np.flatnonzero((ph == _PREFILL) | (ph == _DECODE))
-        running = running[np.argsort(self.order[running], kind="stable")]
-        queued = np.flatnonzero(ph == _QUEUED)
-        queued = queued[np.argsort(self.order[queued], kind="stable")]
-        decodes = running[ph[running] == _DECODE]
-        partial = running[ph[running] == _PREFILL]
-        if not running.size and not queued.size:
-            self.t = float(np.min(self.arrive[ph == _IDLE]))
+        ph, order, t = self.phase, self.order, self.t
+        idle, queued = self.idle, self.queued
+        # Returned clients join the queue in their FCFS order (``order``).
+        while idle and self.arrive[idle[0]] <= t:
+            r = idle.popleft()
+            ph[r] = _QUEUED
+            insort(queued, r, key=order.__getitem__)
+        running = self.running
+        if not running and not queued:
+            self.t = self.arrive[idle[0]]
             return
-        if not partial.size and not queued.size:
+        decodes = [r for r in running if ph[r] == _DECODE]
+        if len(decodes) == len(running) and not queued:
             self._decode_run(decodes)
             return
-        room = self.budget - (0 if self.policy == "prefill_first" else decodes.size)
+        partial = [r for r in running if ph[r] == _PREFILL]
+        room = self.budget - (0 if self.policy == "prefill_first" else len(decodes))
         chunks: list[tuple[int, int]] = []
         touched: list[tuple[int, int]] = []
-        for r in partial.tolist():
-            take = min(self.p - int(self.comp[r]), room)
+        p, comp = self.p, self.comp
+        for r in partial:
+            take = min(p - comp[r], room)
             if take <= 0:
                 break
-            chunks.append((take, int(self.comp[r])))
+            chunks.append((take, comp[r]))
             touched.append((r, take))
             room -= take
-        count = running.size
-        for r in queued.tolist():
+        count = len(running)
+        admitted = 0
+        for r in queued:
             if room <= 0 or count >= self.max_seqs:
                 break
-            if self.policy == "whole_prompt" and self.p > room:
+            if self.policy == "whole_prompt" and p > room:
                 break
-            take = min(self.p, room)
+            take = min(p, room)
             chunks.append((take, 0))
             touched.append((r, take))
             room -= take
             count += 1
+            admitted += 1
             ph[r] = _PREFILL
-            self.order[r] = self.seq
+            order[r] = self.seq
             self.seq += 1.0
+            running.append(r)  # the newest admission order: ``running`` stays sorted
+        if admitted:
+            del queued[:admitted]
         if not chunks:
             self._decode_run(decodes)
             return
         if self.policy == "prefill_first":
-            decodes = decodes[:0]
+            decodes = []
         self.t += self._step_s(chunks, decodes)
         self._emit(decodes)
         for r, take in touched:
-            self.comp[r] += take
-            if self.comp[r] == self.p:
+            comp[r] += take
+            if comp[r] == p:
                 ph[r] = _DECODE
                 self.left[r] = self.after
                 if self.delay == 0:
                     self.first[r] = self.t
                 if self.after == 0:
-                    self._exit(np.array([r]))
+                    self._exit([r])
 
-    def _emit(self, decodes: np.ndarray) -> None:
-        if not decodes.size:
+    def _emit(self, decodes: list[int]) -> None:
+        if not decodes:
             return
-        hidden = decodes[self.left[decodes] == self.after]
-        self.left[decodes] -= 1
-        if self.delay and hidden.size:
-            self.first[hidden] = self.t
-        gone = decodes[self.left[decodes] == 0]
-        if gone.size:
+        left, after = self.left, self.after
+        hidden = [r for r in decodes if left[r] == after]
+        for r in decodes:
+            left[r] -= 1
+        if self.delay:
+            for r in hidden:
+                self.first[r] = self.t
+        gone = [r for r in decodes if left[r] == 0]
+        if gone:
             self._exit(gone)
 
-    def _exit(self, gone: np.ndarray) -> None:
-        self.ttft.append(self.first[gone] - self.arrive[gone])
-        self.e2e.append(np.full(gone.size, self.t) - self.arrive[gone])
-        self.cycle.append(self.done[gone].copy())
-        self.done[gone] += 1
-        self.phase[gone] = _IDLE
-        self.arrive[gone] = self.t + self.z
-        self.comp[gone] = 0
+    def _exit(self, gone: list[int]) -> None:
+        t, first, arrive, done = self.t, self.first, self.arrive, self.done
+        self.ttft.extend(first[r] - arrive[r] for r in gone)
+        self.e2e.extend(t - arrive[r] for r in gone)
+        self.cycle.extend(done[r] for r in gone)
+        for r in gone:
+            done[r] += 1
+            self.phase[r] = _IDLE
+            arrive[r] = t + self.z
+            self.comp[r] = 0
+        # Exits come in time order, so ``idle`` stays sorted by arrival.
+        self.idle.extend(gone)
+        out = set(gone)
+        self.running = [r for r in self.running if r not in out]
 
-    def _decode_run(self, decodes: np.ndarray) -> None:
+    def _decode_run(self, decodes: list[int]) -> None:
         """Pure-decode steps until a request finishes or the next arrival is due."""
-        steps = int(np.min(self.left[decodes]))
-        idle = self.phase == _IDLE
-        due = float(np.min(self.arrive[idle])) if np.any(idle) else math.inf
+        left, after = self.left, self.after
+        steps = min(left[r] for r in decodes)
+        due = self.arrive[self.idle[0]] if self.idle else math.inf
+        hidden = [r for r in decodes if left[r] == after]
         if self.delay:
-            steps = min(steps, 1) if np.any(self.left[decodes] == self.after) else steps
-        b = float(decodes.size)
-        ctx0 = float(np.sum(self.p + (self.after - self.left[decodes]))) + b
+            steps = min(steps, 1) if hidden else steps
+        b = float(len(decodes))
+        ctx0 = float(sum(self.p + (after - left[r]) for r in decodes)) + b
         contexts = [ctx0 + k * b for k in range(steps)]
-        times = np.cumsum(self.fast.decode_steps_s(b, contexts))
+        # Sequential sums, as numpy's cumsum.
+        times = list(accumulate(self.fast.decode_steps_s(b, contexts)))
         # Steps end at decision times; an arrival is seen at the first one at or after it.
-        take = min(int(np.searchsorted(times, due - self.t, side="left")) + 1, steps)
-        hidden = decodes[self.left[decodes] == self.after]
-        self.t += float(times[take - 1])
+        take = min(bisect_left(times, due - self.t) + 1, steps)
+        self.t += times[take - 1]
         if take > 1:
-            self.left[decodes] -= take - 1
-        if self.delay and hidden.size:
-            self.first[hidden] = self.t - float(times[take - 1] - times[0])
-        self._emit_last(decodes, hidden)
-
-    def _emit_last(self, decodes: np.ndarray, hidden: np.ndarray) -> None:
-        self.left[decodes] -= 1
-        gone = decodes[self.left[decodes] == 0]
-        if gone.size:
+            for r in decodes:
+                left[r] -= take - 1
+        if self.delay:
+            for r in hidden:
+                self.first[r] = self.t - (times[take - 1] - times[0])
+        for r in decodes:
+            left[r] -= 1
+        gone = [r for r in decodes if left[r] == 0]
+        if gone:
             self._exit(gone)
 
 
@@ -300,16 +326,16 @@ def lockstep_loop(
     first_wave: np.ndarray | None = None
     # Each iteration advances time by at least one step; a loop needs at most one per token.
     limit = 4 * requests_per_client * clients * (input_tokens + output_tokens + 2)
-    while int(loop.done.min()) < requests_per_client:
+    while min(loop.done) < requests_per_client:
         limit -= 1
         if limit < 0:
             raise RuntimeError("the lock-step loop did not finish (internal error)")
         loop.step()
-        if first_wave is None and int(loop.done.min()) >= 1:
-            first_wave = np.concatenate(loop.ttft)[:clients]
-    ttft = np.concatenate(loop.ttft)
-    e2e = np.concatenate(loop.e2e)
-    cycle = np.concatenate(loop.cycle)
+        if first_wave is None and min(loop.done) >= 1:
+            first_wave = np.array(loop.ttft[:clients])
+    ttft = np.array(loop.ttft)
+    e2e = np.array(loop.e2e)
+    cycle = np.array(loop.cycle, dtype=np.int64)
     n = output_tokens
     every_tpot = (e2e - ttft) / (n - 1) if n > 1 else np.zeros_like(ttft)
     per_ttft = tuple(

@@ -1,0 +1,267 @@
+"""Speed of the planning paths, every figure as a ratio against a reference timed in the same run.
+
+``python -m bench`` (or ``python -m bench.bench_speed``) prints four tables; nothing here fails on
+a timing (the machines are shared and noisy). Times are the minimum process CPU time over
+repeats unless stated, so other work on the machine inflates them less.
+
+1. **Steady-state estimate** (the call behind ``/v1/performance``): Llama-3.1-8B, ISL 1024 /
+   OSL 128, 32 clients, on H100 and H200 with the shipped tables (scaled to the H200), as
+   ``servesize.api.performance_views.performance_estimate`` calls ``closed_loop``. Reported:
+   compilation (``compile_replica``), the first estimate on a fresh replica (it builds the
+   step-time tables of :mod:`servesize.core.steptime.fast`), the warm estimate, and two
+   references: the vectorised array path of ``closed_loop`` (the implementation the one-point
+   path replaced, per point of a two-point call) and one vectorised ``StepTimeModel.step_time``
+   call of one step (the numpy kernel an estimate used to spend about a hundred of).
+2. **Simulator**: 20,000 open-loop Poisson requests (1024 + 128 tokens) at 30, 70 and 90 % of
+   Tier A's saturation rate, through the fast step-time adapter as ``/v1/simulate`` runs it,
+   against the same simulation with a closed-form linear step time (the simulator alone).
+3. **README examples** in-process through the application (``TestClient``, a fresh SQLite
+   database): the ``/v1/sizing`` and ``/v1/slo/capacity`` requests of the README, process CPU
+   time of one cold call each, and as a multiple of the reference kernel below.
+4. **Growth**: the sizing with 1, 2 and 3 GPU types (candidates screened) and the capacity
+   search with 500, 1000 and 2000 requests per probe (requests simulated), time per unit.
+
+The reference kernel (``_kernel_s``) is a fixed pure-numpy computation; the figures divided by
+it compare runs on different machines or under different load.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from bench.simulate import INPUT_TOKENS, OUTPUT_TOKENS, _replica, _workload
+from servesize.calibration import tables_for_gpu
+from servesize.catalog import ModelCatalog
+from servesize.core.hardware import datasheet_spec
+from servesize.core.memory import Deployment
+from servesize.core.replica import Replica, compile_replica
+from servesize.core.simulation import LinearStepTime, simulate
+from servesize.core.simulation.adapters import steptime_adapter
+from servesize.core.steptime import StepWork, closed_loop, open_loop
+from servesize.core.steptime import fast as fast_module
+from servesize.db.seed import datasheet_entries
+from servesize.settings import get_settings
+
+MODEL = "meta-llama/Llama-3.1-8B"
+ESTIMATE = {"concurrency": 32, "input_tokens": 1024, "output_tokens": 128}
+SIM_REQUESTS = 20_000
+LOADS = (0.3, 0.7, 0.9)
+SLO = {"ttft_s": {"p95": 1.0}, "tpot_s": {"p95": 0.05}}
+SIZING_HARDWARE = ("h100-sxm", "a100-sxm-80gb", "l40s")
+SIZING_PRICES = {"h100-sxm": 2.5, "a100-sxm-80gb": 1.6, "l40s": 0.9}
+
+
+def _min_cpu_s(run: Callable[[], object], repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.process_time()
+        run()
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def _kernel_s() -> float:
+    """A fixed pure-numpy workload (exp, log, cumulative sum and sort of 2^20 floats)."""
+    x = np.random.default_rng(0).uniform(1.0, 2.0, 1 << 20)
+    return _min_cpu_s(lambda: np.sort(np.cumsum(np.log(np.exp(x) + x))), 5)
+
+
+def _estimate(replica: Replica, concurrency: ArrayLike) -> object:
+    return closed_loop(
+        replica.step_model,
+        concurrency=concurrency,
+        input_tokens=ESTIMATE["input_tokens"],
+        output_tokens=ESTIMATE["output_tokens"],
+        kv_capacity_tokens=replica.kv_capacity_tokens,
+        policy=replica.scheduler.policy,
+    )
+
+
+def _estimate_times(
+    arch: Any, hardware: Any, tables: Any
+) -> tuple[float, float, float, float, float]:
+    """Compile, first, warm, array-path (per point) and one-step ``step_time`` CPU seconds."""
+    compile_s = _min_cpu_s(lambda: compile_replica(arch, hardware, Deployment(), tables), 5)
+
+    def first() -> None:
+        fast_module._cache.clear()
+        _estimate(compile_replica(arch, hardware, Deployment(), tables), ESTIMATE["concurrency"])
+
+    first_s = _min_cpu_s(first, 3) - compile_s
+    replica = compile_replica(arch, hardware, Deployment(), tables)
+    warm_s = _min_cpu_s(lambda: _estimate(replica, ESTIMATE["concurrency"]), 30)
+    pair = np.full(2, float(ESTIMATE["concurrency"]))
+    array_s = _min_cpu_s(lambda: _estimate(replica, pair), 5) / 2
+    one = StepWork.decode([32.0], [1088.0])
+    step_s = _min_cpu_s(lambda: replica.step_model.step_time(one), 50)
+    return compile_s, first_s, warm_s, array_s, step_s
+
+
+def estimates(kernel_s: float) -> None:
+    arch = ModelCatalog(get_settings().models_dir).architecture(MODEL)
+    specs = {s.id: s for s in (datasheet_spec(e) for e in datasheet_entries())}
+    print(
+        "\nsteady-state estimate, Llama-3.1-8B ISL 1024 / OSL 128, C = 32 (min CPU ms; "
+        "ratios in the same run)"
+    )
+    print(
+        f"{'GPU':<9} {'compile':>8} {'first':>8} {'warm':>8} {'array path':>11} "
+        f"{'speed-up':>9} {'1 step_time':>12} {'warm / step':>12} {'warm / kernel':>14}"
+    )
+    for gpu in ("h100-sxm", "h200-sxm"):
+        hardware = specs[gpu]
+        tables = tables_for_gpu(hardware)
+        compile_s, first_s, warm_s, array_s, step_s = _estimate_times(arch, hardware, tables)
+        print(
+            f"{gpu:<9} {compile_s * 1e3:8.2f} {first_s * 1e3:8.2f} {warm_s * 1e3:8.3f} "
+            f"{array_s * 1e3:11.2f} {array_s / warm_s:8.1f}x {step_s * 1e3:12.3f} "
+            f"{warm_s / step_s:12.1f} {warm_s / kernel_s:14.4f}"
+        )
+    print(
+        "compile: compile_replica; first: the first estimate of a fresh replica (builds the fast "
+        "step-time tables); array path: closed_loop's vectorised path per point of a two-point "
+        "call; warm / step: the estimate in vectorised one-step step_time calls (target: <= 1 ms "
+        "warm, <= 50 ms compile)"
+    )
+
+
+def simulator(kernel_s: float) -> None:
+    scheduler, model, kv_tokens = _replica()
+    saturation = open_loop(
+        model,
+        arrival_rate_per_s=1.0,
+        input_tokens=INPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS,
+        kv_capacity_tokens=kv_tokens,
+    ).saturation_rate_per_s
+    fast = steptime_adapter(model)
+    linear = LinearStepTime(base_s=0.004, per_token_s=2.5e-5, per_context_token_s=1e-9)
+    print(
+        f"\nsimulator, {SIM_REQUESTS:,} open-loop requests, Llama-3.1-8B on H100 (Tier A "
+        f"saturation {saturation:.2f}/s; CPU s, one run each)"
+    )
+    print(
+        f"{'load':>5} {'rate/s':>7} {'steps':>8} {'CPU s':>7} {'requests/s':>11} "
+        f"{'linear req/s':>13} {'real / linear':>14} {'CPU s / kernel':>15}"
+    )
+    for load in LOADS:
+        workload = _workload(SIM_REQUESTS, load * saturation, seed=1)
+        started = time.process_time()
+        steps = simulate(workload, scheduler, fast).step_start_s.size
+        real_s = time.process_time() - started
+        started = time.process_time()
+        simulate(workload, scheduler, linear)
+        linear_s = time.process_time() - started
+        print(
+            f"{load:5.2f} {load * saturation:7.2f} {steps:8d} {real_s:7.2f} "
+            f"{SIM_REQUESTS / real_s:11.0f} {SIM_REQUESTS / linear_s:13.0f} "
+            f"{linear_s / real_s:14.2f} {real_s / kernel_s:15.1f}"
+        )
+    print("target: >= 20,000 requests/s with the real step-time model at every load")
+
+
+def _client() -> Any:
+    from fastapi.testclient import TestClient
+
+    from servesize.api.app import create_app
+    from servesize.db import migrate
+    from servesize.settings import Settings
+
+    logging.getLogger("servesize.access").setLevel(logging.WARNING)
+    url = f"sqlite:///{tempfile.mkdtemp()}/bench.db"
+    migrate.upgrade(url)
+    client = TestClient(create_app(Settings(database_url=url, rate_limit_per_minute=0)))
+    client.__enter__()
+    return client
+
+
+def _timed_post(client: Any, path: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """Process CPU seconds of one request (every thread: the handler runs in a worker)."""
+    started = time.process_time()
+    response = client.post(path, json=body)
+    cpu_s = time.process_time() - started
+    if response.status_code != 200:
+        raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
+    return cpu_s, response.json()
+
+
+def _sizing_body(hardware: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "traffic": {"rate_per_s": 50, "input_tokens": 1024, "output_tokens": 256},
+        "slo": SLO,
+        "candidates": {"hardware": list(hardware), "disaggregation": True},
+        "prices": {h: SIZING_PRICES[h] for h in hardware},
+    }
+
+
+def _capacity_body(requests: int) -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "hardware": "h100-sxm",
+        "traffic": {"input_tokens": 1024, "output_tokens": 256, "num_requests": requests},
+        "slo": SLO,
+    }
+
+
+def readme_examples(kernel_s: float) -> None:
+    client = _client()
+    print("\nREADME examples in-process (CPU s of one cold call, all threads; target <= 2 s each)")
+    print(f"{'request':<56} {'CPU s':>7} {'/ kernel':>9}  result")
+    rows: list[tuple[str, str, float, str, float]] = []
+    for n_hw in (1, 2, 3):
+        hardware = SIZING_HARDWARE[:n_hw]
+        cpu_s, out = _timed_post(client, "/v1/sizing", _sizing_body(hardware))
+        best = out["plans"][0]
+        count = float(out["candidates_evaluated"])
+        rows.append(
+            (
+                "sizing",
+                f"{n_hw} GPU type(s), {int(count)} candidates, {out['simulations']} sims",
+                cpu_s,
+                f"{best['hardware']} x{best['replicas']}",
+                count,
+            )
+        )
+    for requests in (500, 1000, 2000):
+        cpu_s, out = _timed_post(client, "/v1/slo/capacity", _capacity_body(requests))
+        simulated = float(out["simulated_requests"])
+        rows.append(
+            (
+                "capacity",
+                f"{requests} requests per probe, {int(simulated)} simulated",
+                cpu_s,
+                f"{out['max_rate_per_s']:.3f}/s",
+                simulated,
+            )
+        )
+    readme = {("sizing", 3), ("capacity", 1000)}
+    for kind, label, cpu_s, result, _ in rows:
+        key = (kind, 3 if "3 GPU" in label else 1000 if label.startswith("1000 ") else 0)
+        mark = "README " if key in readme else ""
+        print(f"{mark + kind + ': ' + label:<56} {cpu_s:7.2f} {cpu_s / kernel_s:9.0f}  {result}")
+    print("\ngrowth: time per unit of work (linear or better when the per-unit figure is flat)")
+    for kind, label, cpu_s, _, units in rows:
+        unit = "candidate" if kind == "sizing" else "simulated request"
+        per = cpu_s / units * 1e3 if units else float("nan")
+        print(f"{kind + ': ' + label:<56} {per:9.3f} ms per {unit}")
+    client.__exit__(None, None, None)
+
+
+def main() -> None:
+    kernel_s = _kernel_s()
+    print(f"bench_speed: reference kernel {kernel_s * 1e3:.1f} ms CPU (fixed numpy workload)")
+    estimates(kernel_s)
+    simulator(kernel_s)
+    readme_examples(kernel_s)
+
+
+if __name__ == "__main__":
+    main()
