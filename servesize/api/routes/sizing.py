@@ -41,6 +41,7 @@ from servesize.core.sizing import (
 )
 from servesize.core.steptime import MeasuredProfile
 from servesize.db.connection import session_scope
+from servesize.db.models import ApiKey
 from servesize.prices import PriceQuote, reference_prices
 from servesize.schemas.sizing import (
     CandidatesIn,
@@ -332,6 +333,28 @@ def _cached_size(
     return answer
 
 
+def _store(
+    request: Request,
+    owner: ApiKey,
+    body: SizingRequest,
+    model: ResolvedModel,
+    hardware: _Hardware,
+    answer: SizingResponse,
+) -> SizingResponse:
+    """Store the answer with its inputs in a session of its own (committed on return)."""
+    with contextmanager(session_scope)(request.app.state.sessionmaker) as session:
+        return store_plan(
+            session,
+            key=owner,
+            body=body,
+            model_id=model.id,
+            config=model.config,
+            fingerprint=hardware.fingerprint,
+            quotes=hardware.quotes,
+            answer=answer,
+        )
+
+
 @router.post(
     "/sizing",
     response_model=SizingResponse,
@@ -364,21 +387,7 @@ async def sizing(
     if owner is None:
         return answer
     model, hardware = inputs[0]
-
-    def store() -> SizingResponse:
-        with contextmanager(session_scope)(request.app.state.sessionmaker) as session:
-            return store_plan(
-                session,
-                key=owner,
-                body=body,
-                model_id=model.id,
-                config=model.config,
-                fingerprint=hardware.fingerprint,
-                quotes=hardware.quotes,
-                answer=answer,
-            )
-
-    stored = await run_in_threadpool(store)
+    stored = await run_in_threadpool(_store, request, owner, body, model, hardware, answer)
     response.status_code = status.HTTP_201_CREATED
     response.headers["Location"] = f"/v1/plans/{stored.plan_id}"
     return stored
