@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import Scope
 
 from servesize import __version__
 from servesize.api.errors import install_error_handlers
+from servesize.api.input_limits import refuse_nul_parameters
 from servesize.api.logs import configure_logging
 from servesize.api.metrics import HttpMetrics
 from servesize.api.middleware import BodyGuardMiddleware, RequestContextMiddleware
+from servesize.api.openapi import install_openapi, operation_id
 from servesize.api.ratelimit import RateLimiter
 from servesize.api.routes import (
     hardware,
@@ -72,9 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        responses={
-            422: {"description": "Validation failed (problem+json with each field's pointer)"}
-        },
+        generate_unique_id_function=operation_id,
+        dependencies=[Depends(refuse_nul_parameters)],
     )
     app.state.settings = settings
     app.state.db_engine = db_engine
@@ -88,6 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Each router carries its full "/v1/..." prefix so route templates stay exact in metrics.
     for module in (keys, models, hardware, memory, performance, queueing, simulate, slo, sizing):
         app.include_router(module.router)
+    install_openapi(app)
 
     limiter = (
         RateLimiter(settings.rate_limit_per_minute) if settings.rate_limit_per_minute else None

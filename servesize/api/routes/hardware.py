@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 
 from servesize.api.deps import AdminKey, ProfilesWriteKey, ReadAccess, SessionDep
 from servesize.api.errors import (
@@ -391,7 +391,11 @@ def list_measurements(
 
 
 @router.get("/{profile_id}/measurements/{measurement_id}", response_model=MeasurementOut)
-def get_measurement(profile_id: str, measurement_id: int, session: SessionDep) -> MeasurementOut:
+def get_measurement(
+    profile_id: str,
+    measurement_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+    session: SessionDep,
+) -> MeasurementOut:
     """One measurement with its full payload."""
     repo = HardwareRepository(session)
     _load(repo, profile_id)

@@ -6,6 +6,7 @@ import math
 from typing import Annotated
 
 from fastapi import APIRouter, Body
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from servesize.api.deps import ReadAccess, SessionDep
@@ -235,4 +236,23 @@ def queueing(
             solved_for=r.solved_for,
             validity=_validity(r.validity),
         )
-    return _queue(body)
+    return _finite_queue(body)
+
+
+def _finite_queue(body: QueueIn) -> QueueingResponse:
+    """:func:`_queue`, or a 422 naming the inputs when a result overflows a double (a service
+    time of 5e-324 s is a saturation rate of ``c / S = inf``) and so has no finite answer."""
+    try:
+        return _queue(body)
+    except ValidationError as exc:
+        if not any(e["type"] == "finite_number" for e in exc.errors()):
+            raise
+    detail = "the result overflows a double at these inputs; use rates and times within 1e-9..1e9"
+    raise UnprocessableError(
+        f"arrival_rate_per_s and service_time_s: {detail}",
+        slug="numeric-overflow",
+        errors=[
+            {"location": "body", "pointer": f"/{field}", "detail": detail}
+            for field in ("arrival_rate_per_s", "service_time_s")
+        ],
+    )
