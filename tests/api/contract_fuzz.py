@@ -10,12 +10,13 @@ Hypothesis does not spend the budget shrinking.
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,41 +129,51 @@ def _failure(case: Case[Any], exc: BaseException) -> str:
     return f"{case.operation.label}: {type(exc).__name__}: {' | '.join(first[:6])}"
 
 
+def _exercise(
+    operation: Any,
+    examples: int,
+    summary: Summary,
+    next_token: Callable[[], str | None],
+) -> None:
+    """``examples`` positive and negative cases of one operation, each checked."""
+    op_id = operation.definition.raw.get("operationId", operation.label)
+    strategy = st.one_of(
+        operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
+        operation.as_strategy(generation_mode=GenerationMode.NEGATIVE),
+    )
+
+    @settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=strategy)
+    def one(case: Case[Any]) -> None:
+        _authorise(case, next_token())
+        summary.cases[op_id] += 1
+        try:
+            response = case.call()
+            summary.statuses[response.status_code] += 1
+            case.validate_response(response, checks=CHECKS)
+        except (Exception, BaseExceptionGroup) as exc:  # every failure is reported
+            summary.failures.append(_failure(case, exc))
+
+    one()
+
+
 def run_stateless(
     schema: Any, tokens: Sequence[str | None], budget: Budget, summary: Summary
 ) -> None:
-    turn = 0
+    """Every operation; the cases take the keys of :data:`KEY_SCOPES` in turn."""
+    turns = itertools.cycle(tokens)
     for result in schema.get_all_operations():
         operation = result.ok()
-        op_id = operation.definition.raw.get("operationId", operation.label)
+        op_id = operation.definition.raw.get("operationId")
         n = budget.heavy_cases_per_operation if op_id in HEAVY else budget.cases_per_operation
-        strategy = st.one_of(
-            operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
-            operation.as_strategy(generation_mode=GenerationMode.NEGATIVE),
-        )
-
-        @settings(
-            max_examples=n,
-            derandomize=True,
-            database=None,
-            deadline=None,
-            phases=[Phase.explicit, Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(case=strategy)
-        def one(case: Case[Any], op_id: str = op_id) -> None:
-            nonlocal turn
-            _authorise(case, tokens[turn % len(tokens)])
-            turn += 1
-            summary.cases[op_id] += 1
-            try:
-                response = case.call()
-                summary.statuses[response.status_code] += 1
-                case.validate_response(response, checks=CHECKS)
-            except (Exception, BaseExceptionGroup) as exc:  # every failure is reported
-                summary.failures.append(_failure(case, exc))
-
-        one()
+        _exercise(operation, n, summary, lambda: next(turns))
 
 
 def reset(database_url: str) -> None:

@@ -180,3 +180,28 @@ def test_a_nul_character_in_a_parameter_is_a_422_naming_it(
         problem = _problem(client.get(url), 422)
     assert [(e["location"], e["pointer"]) for e in problem["errors"]] == [(location, pointer)]
     _no_error_logged(caplog)
+
+
+@pytest.mark.parametrize(
+    "field", ["vendor", "name", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_tflop_per_s"]
+)
+def test_nulling_a_field_every_profile_has_is_a_422(
+    client: TestClient, create_key: Callable[..., str], caplog: pytest.LogCaptureFixture, field: str
+) -> None:
+    """A null here was a NOT NULL violation (409) or ``dict(None)`` (500)."""
+    admin = {"Authorization": f"Bearer {create_key(Scope.ADMIN)}", "If-Match": "*"}
+    profile = {
+        "id": "lab-gpu",
+        "vendor": "acme",
+        "name": "Lab GPU",
+        "memory_bytes": 80 * 10**9,
+        "memory_bandwidth_bytes_per_s": 3 * 10**12,
+        "peak_tflop_per_s": {"bf16": 900.0},
+    }
+    assert client.post("/v1/hardware", json=profile, headers=admin).status_code == 201
+    with caplog.at_level(logging.INFO):
+        response = client.patch("/v1/hardware/lab-gpu", json={field: None}, headers=admin)
+    problem = _problem(response, 422)
+    assert [e["pointer"] for e in problem["errors"]] == [f"/{field}"]
+    _no_error_logged(caplog)
+    assert client.get("/v1/hardware/lab-gpu").json()[field] == profile[field]
