@@ -15,7 +15,7 @@ UV := $(LOCK_VENV)/bin/uv
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
 
-.PHONY: install run test lint bench lock clean
+.PHONY: install run test lint bench fuzz lock clean
 
 install: $(STAMP)
 
@@ -41,6 +41,12 @@ test: lint
 
 bench: install
 	$(BIN)/python -m bench
+
+# The exploratory Schemathesis run (`make test` runs a bounded one): FUZZ_ARGS=--cases 1000.
+# PostgreSQL from POSTGRES_TEST_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test).
+FUZZ_ARGS ?= --cases 300 --heavy-cases 40 --scenarios 300 --postgres
+fuzz: install
+	$(BIN)/python -m tests.api.contract_fuzz $(FUZZ_ARGS)
 
 # build.txt: pip and setuptools; lock.txt: the dev extra (everything but cuda); at lock.txt's
 # versions, server.txt: the Docker image (server, postgres); agent.txt: `servesize[agent]`.
