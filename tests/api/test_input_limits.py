@@ -3,6 +3,7 @@ databases, and writes no error log line."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from servesize.api.openapi import REQUEST_EXAMPLES
 from servesize.security import Scope
 
 JSON = {"content-type": "application/json"}
@@ -84,12 +86,26 @@ def test_an_offset_beyond_any_integer_column_is_a_422(
     assert page["offset"] == 2**31 - 1
 
 
-def test_a_measurement_id_beyond_bigint_is_a_422(client: TestClient) -> None:
-    response = client.get("/v1/hardware/h100-sxm/measurements/99999999999999999999")
+@pytest.mark.parametrize(
+    "measurement_id",
+    [
+        "99999999999999999999",  # beyond SQLite's 64-bit INTEGER
+        "455169384564",  # beyond PostgreSQL's 32-bit INTEGER (found by Schemathesis)
+        str(2**31),
+    ],
+)
+def test_a_measurement_id_beyond_the_id_column_is_a_422(
+    client: TestClient, caplog: pytest.LogCaptureFixture, measurement_id: str
+) -> None:
+    with caplog.at_level(logging.INFO):
+        response = client.get(f"/v1/hardware/h100-sxm/measurements/{measurement_id}")
     problem = _problem(response, 422)
     assert [(e["location"], e["pointer"]) for e in problem["errors"]] == [
         ("path", "/measurement_id")
     ]
+    _no_error_logged(caplog)
+    # The largest id the column holds is an ordinary 404.
+    assert client.get(f"/v1/hardware/h100-sxm/measurements/{2**31 - 1}").status_code == 404
 
 
 @pytest.mark.parametrize("model", ["ggc", "mmc", "mg1"])
@@ -205,3 +221,20 @@ def test_nulling_a_field_every_profile_has_is_a_422(
     assert [e["pointer"] for e in problem["errors"]] == [f"/{field}"]
     _no_error_logged(caplog)
     assert client.get("/v1/hardware/lab-gpu").json()[field] == profile[field]
+
+
+def test_a_method_version_beyond_its_column_is_a_422(
+    client: TestClient, create_key: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``method_version`` is a 32-bit INTEGER column: 2^31 was a PostgreSQL 500."""
+    body = copy.deepcopy(REQUEST_EXAMPLES["uploadMeasurement"]["h100"]["value"])
+    body["provenance"]["method_version"] = 2**31
+    headers = {
+        "Authorization": f"Bearer {create_key(Scope.PROFILES_WRITE)}",
+        "Idempotency-Key": "method-version",
+    }
+    with caplog.at_level(logging.INFO):
+        response = client.post("/v1/hardware/h100-sxm/measurements", json=body, headers=headers)
+    problem = _problem(response, 422)
+    assert [e["pointer"] for e in problem["errors"]] == ["/provenance/method_version"]
+    _no_error_logged(caplog)

@@ -393,7 +393,8 @@ def list_measurements(
 @router.get("/{profile_id}/measurements/{measurement_id}", response_model=MeasurementOut)
 def get_measurement(
     profile_id: str,
-    measurement_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+    # The id column is INTEGER: PostgreSQL refuses a larger parameter ("integer out of range").
+    measurement_id: Annotated[int, Path(ge=1, le=2**31 - 1)],
     session: SessionDep,
 ) -> MeasurementOut:
     """One measurement with its full payload."""
