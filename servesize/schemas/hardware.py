@@ -23,7 +23,9 @@ class InterconnectIn(RequestModel):
         examples=["nvlink"]
     )
     """The link technology."""
-    bandwidth_bytes_per_s: int | None = Field(default=None, gt=0, examples=[450_000_000_000])
+    bandwidth_bytes_per_s: int | None = Field(
+        default=None, gt=0, le=10**15, examples=[450_000_000_000]
+    )
     """Per GPU and per direction (NVLink 4: 450 GB/s = 4.5e11). Null: unknown (collectives
     then assume PCIe, about 25 GB/s)."""
     gpus_per_node: int = Field(default=8, ge=1, le=1024, examples=[8])

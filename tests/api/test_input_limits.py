@@ -238,3 +238,18 @@ def test_a_method_version_beyond_its_column_is_a_422(
     problem = _problem(response, 422)
     assert [e["pointer"] for e in problem["errors"]] == ["/provenance/method_version"]
     _no_error_logged(caplog)
+
+
+def test_an_interconnect_bandwidth_beyond_bigint_is_a_422(
+    client: TestClient, create_key: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The column is a 64-bit BIGINT; 2^63 failed in the driver. The bound is 10^15 B/s, as
+    for memory bandwidth (NVLink 5 is 9e11 B/s per GPU and direction)."""
+    body = copy.deepcopy(REQUEST_EXAMPLES["createHardwareProfile"]["lab_h100"]["value"])
+    body["interconnect"] = {"kind": "nvlink", "bandwidth_bytes_per_s": 2**63}
+    headers = {"Authorization": f"Bearer {create_key(Scope.ADMIN)}"}
+    with caplog.at_level(logging.INFO):
+        response = client.post("/v1/hardware", json=body, headers=headers)
+    problem = _problem(response, 422)
+    assert [e["pointer"] for e in problem["errors"]] == ["/interconnect/bandwidth_bytes_per_s"]
+    _no_error_logged(caplog)
