@@ -15,7 +15,7 @@ UV := $(LOCK_VENV)/bin/uv
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
 
-.PHONY: install run test lint bench bench-load bench-faults lock clean
+.PHONY: install run test lint bench bench-load bench-faults fuzz lock clean
 
 install: $(STAMP)
 
@@ -49,6 +49,12 @@ bench-load: install
 # An own PostgreSQL restarted twice under uploads; kill -9 of the server during uploads.
 bench-faults: install
 	$(BIN)/python -m bench.faults
+
+# The exploratory Schemathesis run (`make test` runs a bounded one): FUZZ_ARGS=--cases 1000.
+# PostgreSQL from POSTGRES_TEST_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test).
+FUZZ_ARGS ?= --cases 300 --heavy-cases 40 --scenarios 300 --postgres
+fuzz: install
+	$(BIN)/python -m tests.api.contract_fuzz $(FUZZ_ARGS)
 
 # build.txt: pip and setuptools; lock.txt: the dev extra (everything but cuda); at lock.txt's
 # versions, server.txt: the Docker image (server, postgres); agent.txt: `servesize[agent]`.

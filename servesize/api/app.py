@@ -6,11 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from servesize import __version__
 from servesize.api.compute import ComputeGate, Gates
 from servesize.api.errors import install_error_handlers
+from servesize.api.input_limits import refuse_nul_parameters
 from servesize.api.logs import configure_logging, logging_config
 from servesize.api.lookups import LookupCache
 from servesize.api.metrics import HttpMetrics
@@ -19,6 +20,7 @@ from servesize.api.middleware import (
     RateLimitMiddleware,
     RequestContextMiddleware,
 )
+from servesize.api.openapi import install_openapi, operation_id
 from servesize.api.ratelimit import AUTH_FAILURES_POLICY, RateLimiter, RateLimits, parse_networks
 from servesize.api.routes import (
     hardware,
@@ -107,9 +109,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        responses={
-            422: {"description": "Validation failed (problem+json with each field's pointer)"}
-        },
+        generate_unique_id_function=operation_id,
+        dependencies=[Depends(refuse_nul_parameters)],
     )
     app.state.settings = settings
     app.state.db_engine = db_engine
@@ -152,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         plans,
     ):
         app.include_router(module.router)
+    install_openapi(app)
 
     app.state.rate_limits = rate_limits(settings)
     app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes)

@@ -3,7 +3,6 @@ rate limits and body guard."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -12,6 +11,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from servesize.api.input_limits import MAX_JSON_DEPTH, JsonTooDeepError, parse_strict_json
 from servesize.api.logs import request_id_var
 from servesize.api.metrics import HttpMetrics
 from servesize.api.problems import problem_response
@@ -108,10 +108,6 @@ class RequestContextMiddleware:
             request_id_var.reset(token)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def rate_limit_headers(limits: RateLimits, state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
     """``RateLimit-Policy`` and, once the request was counted, ``RateLimit``."""
     policy = limits.policy_header()
@@ -192,7 +188,7 @@ def rate_limited_response(path: str | None, decision: RateDecision) -> Any:
 
 class BodyGuardMiddleware:
     """Enforce the body-size limit (413), the media type (415) and strict JSON (400: malformed,
-    or NaN/Infinity, which RFC 8259 does not allow)."""
+    NaN/Infinity, which RFC 8259 does not allow, or nested deeper than ``MAX_JSON_DEPTH``)."""
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
@@ -231,7 +227,17 @@ class BodyGuardMiddleware:
             media_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
             if _JSON_TYPES.match(media_type):
                 try:
-                    json.loads(body, parse_constant=_reject_constant)
+                    parse_strict_json(body)
+                except JsonTooDeepError as exc:
+                    await problem_response(
+                        400,
+                        "json-too-deep",
+                        str(exc),
+                        instance=path,
+                        max_depth=MAX_JSON_DEPTH,
+                        errors=[{"location": "body", "pointer": exc.pointer, "detail": str(exc)}],
+                    )(scope, receive, send)
+                    return
                 except ValueError as exc:
                     detail = (
                         str(exc)

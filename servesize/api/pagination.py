@@ -12,6 +12,9 @@ from servesize.schemas.base import Page
 
 T = TypeVar("T")
 MAX_PAGE_SIZE = 500
+MAX_OFFSET = 2**31 - 1
+"""Largest ``offset`` accepted: far beyond any listing, and within every database's integer
+(SQLite and PostgreSQL ``OFFSET`` are 64-bit; a larger value would fail in the driver)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +34,7 @@ class PageParams:
 
 
 async def page_params(
-    offset: Annotated[int, Query(ge=0, description="Items to skip.")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to skip.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size.")] = 50,
 ) -> PageParams:
     return PageParams(offset=offset, limit=limit)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from servesize.schemas.base import RequestModel, ResponseModel
 
@@ -22,7 +23,9 @@ class InterconnectIn(RequestModel):
         examples=["nvlink"]
     )
     """The link technology."""
-    bandwidth_bytes_per_s: int | None = Field(default=None, gt=0, examples=[450_000_000_000])
+    bandwidth_bytes_per_s: int | None = Field(
+        default=None, gt=0, le=10**15, examples=[450_000_000_000]
+    )
     """Per GPU and per direction (NVLink 4: 450 GB/s = 4.5e11). Null: unknown (collectives
     then assume PCIe, about 25 GB/s)."""
     gpus_per_node: int = Field(default=8, ge=1, le=1024, examples=[8])
@@ -61,20 +64,37 @@ class HardwareProfileCreate(RequestModel):
 
 
 class HardwareProfilePatch(RequestModel):
-    """Fields to change. Datasheet profiles accept only ``price`` and ``notes``."""
+    """Fields to change. Datasheet profiles accept only ``price`` and ``notes``. Fields every
+    profile has (``vendor``, ``name``, ``memory_bytes``, ``memory_bandwidth_bytes_per_s``,
+    ``peak_tflop_per_s``) may be omitted but not set to null."""
 
-    vendor: str | None = Field(default=None, min_length=1, max_length=64)
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    memory_bytes: int | None = Field(default=None, gt=0, le=2**50)
+    vendor: str | SkipJsonSchema[None] = Field(default=None, min_length=1, max_length=64)
+    name: str | SkipJsonSchema[None] = Field(default=None, min_length=1, max_length=200)
+    memory_bytes: int | SkipJsonSchema[None] = Field(default=None, gt=0, le=2**50)
     memory_type: str | None = Field(default=None, max_length=32)
-    memory_bandwidth_bytes_per_s: int | None = Field(default=None, gt=0, le=10**15)
-    peak_tflop_per_s: dict[PeakDtype, float | None] | None = None
+    memory_bandwidth_bytes_per_s: int | SkipJsonSchema[None] = Field(default=None, gt=0, le=10**15)
+    peak_tflop_per_s: dict[PeakDtype, float | None] | SkipJsonSchema[None] = None
     interconnect: InterconnectIn | None = None
     tdp_w: float | None = Field(default=None, gt=0, le=100_000)
     price: PriceIn | None = None
     identity_tokens: list[str] | None = None
     source: str | None = Field(default=None, max_length=4000)
     notes: str | None = Field(default=None, max_length=4000)
+
+    @field_validator(
+        "vendor",
+        "name",
+        "memory_bytes",
+        "memory_bandwidth_bytes_per_s",
+        "peak_tflop_per_s",
+        mode="before",
+    )
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        # Runs only for fields the request gives (defaults are not validated).
+        if value is None:
+            raise ValueError("every profile has this field: omit it to keep it, or give a value")
+        return value
 
 
 class InterconnectOut(ResponseModel):

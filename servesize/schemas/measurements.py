@@ -26,7 +26,11 @@ class Provenance(RequestModel):
     """Where, when and how the numbers were measured."""
 
     agent_version: str = Field(min_length=1, max_length=64)
-    method_version: int = Field(ge=1, description="Bumped whenever the measuring method changes.")
+    method_version: int = Field(
+        ge=1,
+        le=2**31 - 1,  # a 32-bit INTEGER column
+        description="Bumped whenever the measuring method changes.",
+    )
     host: str = Field(min_length=1, max_length=255)
     device: str = Field(min_length=1, max_length=64, examples=["cuda:0", "cpu"])
     gpu_name: str = Field(min_length=1, max_length=255, examples=["NVIDIA H100 80GB HBM3"])

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 
 from servesize.api.deps import AdminKey, ProfilesWriteKey, ReadAccess, SessionDep
 from servesize.api.errors import (
@@ -431,7 +431,12 @@ def list_measurements(
 
 
 @router.get("/{profile_id}/measurements/{measurement_id}", response_model=MeasurementOut)
-def get_measurement(profile_id: str, measurement_id: int, session: SessionDep) -> MeasurementOut:
+def get_measurement(
+    profile_id: str,
+    # The id column is INTEGER: PostgreSQL refuses a larger parameter ("integer out of range").
+    measurement_id: Annotated[int, Path(ge=1, le=2**31 - 1)],
+    session: SessionDep,
+) -> MeasurementOut:
     """One measurement with its full payload."""
     repo = HardwareRepository(session)
     _load(repo, profile_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Body, Query
 
 from servesize.api.deps import ReadAccess, SessionDep
 from servesize.api.plan_views import (
@@ -56,8 +56,20 @@ def list_benchmarks(plan_id: str, session: SessionDep) -> StoredBenchmarksOut:
     return StoredBenchmarksOut(plan_id=row.id, items=plan_benchmarks(session, row))
 
 
+VERIFY_EXAMPLES = {
+    "stored": {
+        "summary": "The top plan against a benchmark uploaded to its hardware profile",
+        "value": {"rank": 1, "measurement_id": 12, "benchmark_index": 0},
+    }
+}
+
+
 @router.post("/{plan_id}/verify", response_model=VerifyResponse)
-def verify(plan_id: str, body: VerifyRequest, session: SessionDep) -> VerifyResponse:
+def verify(
+    plan_id: str,
+    body: Annotated[VerifyRequest, Body(openapi_examples=VERIFY_EXAMPLES)],
+    session: SessionDep,
+) -> VerifyResponse:
     """Predicted against measured TTFT, TPOT, ITL, E2E and throughput, with the prediction
     intervals, and whether the request's SLO held on the measured level."""
     return verify_plan(session, load_plan(session, plan_id), body)

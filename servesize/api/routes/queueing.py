@@ -6,6 +6,7 @@ import math
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
+from pydantic import ValidationError
 
 from servesize.api.compute import GatesDep
 from servesize.api.deps import LookupsDep, ReadAccess
@@ -223,7 +224,26 @@ def _closed_form(body: QueueingRequest) -> QueueingResponse:
             validity=_validity(r.validity),
         )
     assert not isinstance(body, ContinuousBatchingIn)
-    return _queue(body)
+    return _finite_queue(body)
+
+
+def _finite_queue(body: QueueIn) -> QueueingResponse:
+    """:func:`_queue`, or a 422 naming the inputs when a result overflows a double (a service
+    time of 5e-324 s is a saturation rate of ``c / S = inf``) and so has no finite answer."""
+    try:
+        return _queue(body)
+    except ValidationError as exc:
+        if not any(e["type"] == "finite_number" for e in exc.errors()):
+            raise
+    detail = "the result overflows a double at these inputs; use rates and times within 1e-9..1e9"
+    raise UnprocessableError(
+        f"arrival_rate_per_s and service_time_s: {detail}",
+        slug="numeric-overflow",
+        errors=[
+            {"location": "body", "pointer": f"/{field}", "detail": detail}
+            for field in ("arrival_rate_per_s", "service_time_s")
+        ],
+    )
 
 
 @router.post("/queueing", response_model=QueueingResponse)
