@@ -27,23 +27,11 @@ The constants (:data:`DEFAULT_MOE_KERNEL`) are fitted on the Qwen3-30B-A3B layer
 balanced routing) by :func:`servesize.calibration.fit_moe_kernel`; the Mixtral-8x7B layers of
 the same file are held out. A measured table replaces the expression; a shape it lacks gets the
 nearest measured layout's latency times a roofline ratio of the two shapes (:func:`moe_cost`).
-
-In an engine (:func:`moe_cost`) the layer streams its weights no faster than the HBM bandwidth:
-an engine's fitted memory slowdown ``s`` scales it by ``max(s, η_m)`` (:func:`moe_rates`), so
-``Q·s/(W·η_m) ≥ Q/W``. The fused MoE kernel streams
-every touched expert's weights from HBM once per step (CUTLASS grouped GEMM of TensorRT-LLM
-1.3.0rc20, the release ``moe.csv`` timed: ``fused_moe_cutlass.py:
-CutlassFusedMoE.forward_chunk``; vLLM ``fused_moe.py: invoke_fused_moe_kernel``); CUDA-graph
-replay removes launch gaps between kernels, not HBM traffic inside one, and TensorRT-LLM's
-memory slowdown of 0.70 (fitted on whole steps) would stream expert weights at ``0.85/0.70`` ≈
-121 % of the HBM bandwidth. (Flooring at 1, the isolated time, over-prices the calibration
-rows of Qwen3-235B-A22B, whose real routing touches fewer experts than uniform routing:
-TensorRT-LLM TPOT MAPE 8.1 → 12.7 %, docs/modeling.md §5.8.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import betainc
@@ -62,7 +50,6 @@ __all__ = [
     "expected_padded_rows",
     "moe_cost",
     "moe_layer_time_s",
-    "moe_rates",
     "moe_table_for",
 ]
 
@@ -302,23 +289,6 @@ def _transfer_roofline_s(
     return rates.compute_time_s(flops, shape.compute_dtype), rates.memory_time_s(nbytes)
 
 
-def moe_rates(rates: DeviceRates) -> DeviceRates:
-    """``rates`` with the engine's memory slowdown floored at ``η_m`` for the MoE layer (module
-    docstring): ``Q·s/(W·η_m) ≥ Q/W``, so neither the grouped-GEMM model nor a measured MoE table
-    streams expert weights faster than the HBM bandwidth of the datasheet.
-
-    >>> r = DeviceRates(peak_flop_per_s={"bf16": 1e15}, memory_bandwidth_bytes_per_s=1e12,
-    ...                 gemm_efficiency={"bf16": 1.0}, bandwidth_efficiency=0.85,
-    ...                 compute_slowdown=1.1, memory_slowdown=0.7)
-    >>> (moe_rates(r).compute_slowdown, moe_rates(r).memory_slowdown)
-    (1.1, 0.85)
-    """
-    floor = rates.bandwidth_efficiency
-    if rates.memory_slowdown >= floor:
-        return rates
-    return replace(rates, memory_slowdown=floor)
-
-
 def moe_cost(
     op: MoeOp,
     tokens: FloatArray,
@@ -332,15 +302,14 @@ def moe_cost(
     Without a table, the grouped-GEMM model (module docstring). With one, its latency; a table
     of another shape is scaled by the floor-free roofline ratio of the two shapes
     (:func:`_transfer_roofline_s`, the table's routed as it was measured, balanced), times the
-    engine's slowdown, the memory one at least ``η_m`` (:func:`moe_rates`). The grouped-GEMM
-    model's own ratio transfers better between the kernel tables (Qwen3-30B-A3B to
-    Mixtral-8x7B: 8.9 % against 68 %) but makes the TensorRT-LLM Qwen3-235B-A22B and vLLM
-    gpt-oss-120b serving rows 20 % faster than measured under the current engine constants, so
-    the roofline ratio stays until those are refitted with it (docs/modeling.md §2.12).
+    engine's slowdown. The grouped-GEMM model's own ratio transfers better between the kernel
+    tables (Qwen3-30B-A3B to Mixtral-8x7B: 8.9 % against 68 %) but makes the TensorRT-LLM
+    Qwen3-235B-A22B and vLLM gpt-oss-120b serving rows 20 % faster than measured under the
+    current engine constants, so the roofline ratio stays until those are refitted with it
+    (docs/modeling.md §2.12).
     """
     layers = float(op.layers)
     shape = MoeLayerShape.of(op)
-    rates = moe_rates(rates)
     t, flops, nbytes, tc, tm = moe_layer_time_s(shape, tokens, rates=rates)
     if lookup is not None:
         table = lookup.table
