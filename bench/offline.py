@@ -4,11 +4,11 @@
 ``servesize/data/validation/trtllm_perf_overview.csv`` (:mod:`servesize.calibration.offline`):
 H100 rows with the datasheet roofline and with the measured H100 kernel tables, H200 rows with
 the datasheet roofline, all under the fitted engine constants (MoE rows with attention
-data-parallel, then again with attention tensor-parallel: the page's YAML does not settle which
-ran, :mod:`servesize.calibration.offline`), prints measured vs predicted
-per row and MAPE / median / p90 of the absolute
-error for dense and MoE models separately, then the MoE layer model's errors on ``moe.csv``
-(fitted on the Qwen3-30B-A3B shapes, Mixtral-8x7B held out).
+data-parallel, then again with attention tensor-parallel on the H100 tables and the H200
+datasheet: the page's YAML does not settle which ran, :mod:`servesize.calibration.offline`),
+prints measured vs predicted per row and MAPE / median / p90 of the absolute error and the mean
+signed error for dense and MoE models and for each MoE model, then the MoE layer model's errors
+on ``moe.csv`` (fitted on the Qwen3-30B-A3B shapes, Mixtral-8x7B held out).
 """
 
 from __future__ import annotations
@@ -41,8 +41,16 @@ def _print_rows(label: str, predictions: list[OfflinePrediction]) -> None:
             f"{p.error_percent:+6.1f}% {p.resident_sequences:8.0f} {p.step_time_s * 1e3:8.1f}"
         )
     print(f"  {'':18s} {'rows':>4s} {'MAPE %':>8s} {'median':>7s} {'p90':>7s} {'signed':>7s}")
-    for name, moe in (("dense", False), ("MoE", True)):
-        s = summarise_offline([p for p in predictions if p.moe is moe])
+    groups: list[tuple[str, list[OfflinePrediction]]] = [
+        (name, [p for p in predictions if p.moe is moe])
+        for name, moe in (("dense", False), ("MoE", True))
+    ]
+    groups += [
+        (f"  {model}", [p for p in predictions if p.moe and p.row.model == model])
+        for model in sorted({p.row.model for p in predictions if p.moe})
+    ]
+    for name, chosen in groups:
+        s = summarise_offline(chosen)
         print(
             f"  {name:18s} {s.count:4d} {s.mape:8.1f} {s.median:7.1f} {s.p90:7.1f} "
             f"{s.mean_signed:+7.1f}"
@@ -86,6 +94,10 @@ def print_offline() -> None:
     _print_rows(
         "H100 SXM, measured tables + constants, MoE attention TP (the page's YAML is ambiguous)",
         [p for p in tp_layout if p.moe],
+    )
+    _print_rows(
+        "H200 SXM, datasheet + constants, MoE attention TP",
+        [p for p in predict_offline(rows, archs, h200, moe_layout="tensor_parallel") if p.moe],
     )
     print_moe_kernel()
 
