@@ -43,24 +43,6 @@ class SavedPlanOut(ResponseModel):
     answer: SizingResponse
 
 
-class ManifestsOut(ResponseModel):
-    """Deployment artifacts of one ranked plan; the objects are Kubernetes JSON (apply as YAML
-    or JSON)."""
-
-    plan_id: str
-    rank: int
-    kubernetes: list[dict[str, Any]]
-    """``v1`` Service and ``apps/v1`` Deployment per pool (prefill and decode when
-    disaggregated)."""
-    kserve: list[dict[str, Any]]
-    """The same pools as KServe ``InferenceService`` objects."""
-    benchmark_command: list[str]
-    """``vllm bench serve`` at the plan's rate and lengths; its result file ingests with
-    ``servesize-agent ingest --format vllm-bench``."""
-    benchmark_script: str
-    notes: list[str]
-
-
 class VerifyRequest(RequestModel):
     """Which plan to check and against which measured benchmark: a stored one (by measurement id
     and index) or one sent inline; exactly one of ``measurement_id`` and ``benchmark``."""

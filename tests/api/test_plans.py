@@ -16,6 +16,7 @@ from servesize.agent.ingest import ingest_files
 from servesize.security import Scope
 from tests.api.test_hardware import bearer, h100_upload, upload
 from tests.core.deploy.test_deploy_manifests import DEPLOYMENT, SERVICE, _errors
+from tests.core.deploy.test_plan_objects import CONFIG_MAP
 
 FIXTURE = Path(__file__).resolve().parents[1] / "agent" / "fixtures" / "vllm_bench_rates.jsonl"
 PRICES = Path(__file__).resolve().parents[2] / "servesize" / "data" / "prices.json"
@@ -251,3 +252,50 @@ def test_a_disaggregated_plan_gets_a_service_and_deployment_per_pool(
         == plan["decode_engine_args"]["vllm"][1:]
     )
     assert "proxy" in out.json()["notes"][0]
+
+
+def test_sizing_returns_the_manifests_on_request_as_the_get_route_does(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    body = BODY | {"verify_top": 0}
+    plain = client.post("/v1/sizing", json=body)
+    assert plain.status_code == 200, plain.text
+    assert plain.json()["manifests"] is None
+    response = client.post(
+        "/v1/sizing",
+        params={"save": "true", "manifests": "true"},
+        json=body,
+        headers=bearer(create_key(Scope.PLANS_WRITE)),
+    )
+    assert response.status_code == 201, response.text
+    out = response.json()
+    assert [m["rank"] for m in out["manifests"]] == [p["rank"] for p in out["plans"]]
+    # The same generation as GET /v1/plans/{id}/manifests: identical objects and job.
+    got = client.get(f"/v1/plans/{out['plan_id']}/manifests", params={"rank": 1}).json()
+    assert out["manifests"][0] == got
+    # The stored answer does not carry them.
+    stored = client.get(f"/v1/plans/{out['plan_id']}").json()
+    assert stored["answer"]["manifests"] is None
+
+
+def test_a_trtllm_plan_carries_its_options_file_as_a_config_map(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    body = BODY | {"verify_top": 0, "candidates": BODY["candidates"] | {"engines": ["trtllm"]}}
+    saved = _save(client, create_key(Scope.PLANS_WRITE), body)
+    best = saved["plans"][0]
+    assert best["engine"] == "trtllm"
+    (command,) = best["launch"]["commands"]
+    (planned,) = command["files"]
+    out = client.get(f"/v1/plans/{saved['plan_id']}/manifests").json()
+    cm, service, deployment = out["kubernetes"]
+    assert _errors(CONFIG_MAP, cm) == []
+    assert _errors(SERVICE, service) == []
+    assert _errors(DEPLOYMENT, deployment) == []
+    assert cm["data"] == {planned["path"]: planned["content"]}
+    engine = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = engine["args"]
+    mount = next(m for m in engine["volumeMounts"] if m["name"] == "config")
+    assert args[args.index("--extra_llm_api_options") + 1] == (
+        f"{mount['mountPath']}/{planned['path']}"
+    )

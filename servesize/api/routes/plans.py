@@ -15,8 +15,8 @@ from servesize.api.plan_views import (
     saved_plan_out,
     verify_plan,
 )
+from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.plans import (
-    ManifestsOut,
     SavedPlanOut,
     StoredBenchmarksOut,
     VerifyRequest,

@@ -6,6 +6,8 @@
 ``vllm_bench_command``         ``vllm bench serve`` at the plan's rate, lengths and warm-up
 ``compare_metric``             a predicted figure and its interval against the measured value
 ``check_slo``                  the SLO on measured statistics
+``plan_objects``               every object of a plan from its launch commands (ConfigMaps,
+                               Deployments, LeaderWorkerSets, the router)
 =============================  ==================================================================
 """
 
@@ -22,26 +24,40 @@ from servesize.core.deploy.manifests import (
     HEALTH_PATH,
     DeploySpec,
     ModelCache,
+    config_map,
     deployment_objects,
     kserve_inference_service,
     resource_name,
     shm_bytes_for,
+)
+from servesize.core.deploy.plan_objects import (
+    LWS_API_VERSION,
+    PlanCommand,
+    PlanDeployment,
+    PlanObjects,
+    plan_objects,
 )
 
 __all__ = [
     "ENGINE_IMAGES",
     "ENGINE_PORTS",
     "HEALTH_PATH",
+    "LWS_API_VERSION",
     "BenchmarkJob",
     "DeploySpec",
     "MetricComparison",
     "ModelCache",
+    "PlanCommand",
+    "PlanDeployment",
+    "PlanObjects",
     "SloCheck",
     "benchmark_script",
     "check_slo",
     "compare_metric",
+    "config_map",
     "deployment_objects",
     "kserve_inference_service",
+    "plan_objects",
     "resource_name",
     "shm_bytes_for",
     "vllm_bench_command",
