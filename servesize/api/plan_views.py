@@ -22,12 +22,15 @@ from servesize.api.simulation_runner import length_distribution
 from servesize.api.uncertainty import uncertainty
 from servesize.core.architecture import parse_architecture
 from servesize.core.deploy import (
+    LLMD_CHART,
+    LLMD_CHART_VERSION,
     BenchmarkJob,
     PlanCommand,
     PlanDeployment,
     benchmark_script,
     check_slo,
     compare_metric,
+    llmd_values,
     plan_objects,
     vllm_bench_command,
 )
@@ -272,14 +275,34 @@ def manifests_for(
         gpus=plan["total_gpus"],
     )
     ref = f"saved plan {plan_id} rank {rank}" if plan_id else f"plan {rank} of {model_id}"
+    notes = list(objects.notes)
+    parallel = plan.get("parallelism", {})
+    try:
+        values: dict[str, Any] | None = llmd_values(
+            model=model_id,
+            engine=engine,
+            engine_version=DEFAULT_ENGINE_VERSIONS[engine],
+            commands=[(c.role, c.argv) for c in deployment.commands],
+            tensor_parallel=int(parallel.get("tensor_parallel_size", 1)),
+            data_parallel=int(parallel.get("data_parallel_size", 1)),
+            gpus_per_replica=plan["gpus_per_replica"],
+            replicas=plan["replicas"],
+            prefill_replicas=plan.get("prefill_replicas"),
+            decode_replicas=plan.get("decode_replicas"),
+        )
+    except ValueError as exc:
+        values = None
+        notes.append(f"llm-d values not generated: {exc}")
     return ManifestsOut(
         plan_id=plan_id,
         rank=rank,
         kubernetes=objects.kubernetes,
         kserve=objects.kserve,
+        llmd_values=values,
+        llmd_chart=f"{LLMD_CHART} {LLMD_CHART_VERSION}" if values is not None else None,
         benchmark_command=vllm_bench_command(job),
         benchmark_script=benchmark_script(job, plan_ref=ref),
-        notes=objects.notes,
+        notes=notes,
     )
 
 

@@ -4,8 +4,9 @@ KServe manifests (YAML) and a benchmark script.
 Files, for plan rank ``N``: ``plan-N.json``, ``plan-N.command.sh``, ``plan-N.k8s.yaml``
 (per pool a ConfigMap of the files its command reads, a Service and a Deployment, or a
 LeaderWorkerSet when a replica spans nodes; a router's Service and Deployment),
-``plan-N.kserve.yaml`` (single-pod pools only) and ``plan-N.bench.sh``. A plan that cannot be
-deployed (one ``mpirun`` job across nodes) gets no manifests; its JSON says why.
+``plan-N.kserve.yaml`` (single-pod pools only), ``plan-N.llmd-values.yaml`` (llm-d's
+ModelService chart, vLLM plans of single-node replicas) and ``plan-N.bench.sh``. A plan that
+cannot be deployed (one ``mpirun`` job across nodes) gets no manifests; its JSON says why.
 """
 
 from __future__ import annotations
@@ -132,10 +133,13 @@ def write_plans(
 ) -> list[Path]:
     """Write every plan's files under ``out`` (created); returns the paths written."""
     from servesize.core.deploy import (
+        LLMD_CHART,
+        LLMD_CHART_VERSION,
         BenchmarkJob,
         PlanCommand,
         PlanDeployment,
         benchmark_script,
+        llmd_values,
         plan_objects,
     )
 
@@ -190,6 +194,25 @@ def write_plans(
         else:
             kubernetes, kserve = objects.kubernetes, objects.kserve
             info["manifest_notes"] = objects.notes
+            res = plan.memory.deployment
+            try:
+                values = llmd_values(
+                    model=model,
+                    engine=plan.candidate.engine,
+                    engine_version=res.engine_version,
+                    commands=[(c.role, c.argv) for c in planned],
+                    tensor_parallel=res.tensor_parallel_size,
+                    data_parallel=res.data_parallel_size,
+                    gpus_per_replica=plan.gpus_per_replica,
+                    replicas=plan.replicas,
+                    prefill_replicas=plan.prefill_replicas,
+                    decode_replicas=plan.decode_replicas,
+                )
+            except ValueError as exc:
+                info["llmd_values"] = f"not written: {exc}"
+            else:
+                info["llmd_values"] = f"{LLMD_CHART} {LLMD_CHART_VERSION}"
+                write(f"plan-{rank}.llmd-values.yaml", dump_yaml([values]))
             write(f"plan-{rank}.k8s.yaml", dump_yaml(kubernetes))
             if kserve:
                 write(f"plan-{rank}.kserve.yaml", dump_yaml(kserve))

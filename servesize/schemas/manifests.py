@@ -23,6 +23,11 @@ class ManifestsOut(ResponseModel):
     LeaderWorkerSet when a replica spans nodes; a router's Service and Deployment."""
     kserve: list[dict[str, Any]]
     """The same pools as KServe ``InferenceService`` objects."""
+    llmd_values: dict[str, Any] | None = None
+    """Values for llm-d's ModelService Helm chart (``llmd_chart``) where the plan fits it (a
+    vLLM plan of single-node replicas); else null and the reason in ``notes``."""
+    llmd_chart: str | None = None
+    """``llm-d-modelservice`` and the chart version the values are written for."""
     benchmark_command: list[str]
     """``vllm bench serve`` at the plan's rate and lengths; its result file ingests with
     ``servesize-agent ingest --format vllm-bench``."""

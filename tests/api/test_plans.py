@@ -16,6 +16,7 @@ from servesize.agent.ingest import ingest_files
 from servesize.security import Scope
 from tests.api.test_hardware import bearer, h100_upload, upload
 from tests.core.deploy.test_deploy_manifests import DEPLOYMENT, SERVICE, _errors
+from tests.core.deploy.test_llmd_values import _chart_command, _flags
 from tests.core.deploy.test_plan_objects import CONFIG_MAP
 
 FIXTURE = Path(__file__).resolve().parents[1] / "agent" / "fixtures" / "vllm_bench_rates.jsonl"
@@ -114,6 +115,10 @@ def test_manifests_validate_and_bad_queries_name_the_field(
     assert deployment["spec"]["replicas"] == best["replicas"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == str(best["gpus_per_replica"])
     assert out["kserve"][0]["kind"] == "InferenceService"
+    assert out["llmd_chart"] == "llm-d-modelservice v0.4.12"
+    assert _flags(_chart_command(out["llmd_values"], "decode")) == _flags(
+        best["engine_args"]["vllm"]
+    )
     bench = out["benchmark_command"]
     assert bench[bench.index("--request-rate") + 1] == "1"
     assert bench[bench.index("--num-prompts") + 1] == "300"  # 1 request/s × 300 s
@@ -299,3 +304,6 @@ def test_a_trtllm_plan_carries_its_options_file_as_a_config_map(
     assert args[args.index("--extra_llm_api_options") + 1] == (
         f"{mount['mountPath']}/{planned['path']}"
     )
+    # llm-d's chart runs vLLM only: no values, the reason in the notes.
+    assert out["llmd_values"] is None
+    assert any("runs vLLM" in n for n in out["notes"])

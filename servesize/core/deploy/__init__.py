@@ -6,6 +6,7 @@
 ``vllm_bench_command``         ``vllm bench serve`` at the plan's rate, lengths and warm-up
 ``compare_metric``             a predicted figure and its interval against the measured value
 ``check_slo``                  the SLO on measured statistics
+``llmd_values``                values for llm-d's ModelService Helm chart (vLLM plans)
 ``plan_objects``               every object of a plan from its launch commands (ConfigMaps,
                                Deployments, LeaderWorkerSets, the router)
 =============================  ==================================================================
@@ -18,6 +19,7 @@ from servesize.core.deploy.compare import (
     check_slo,
     compare_metric,
 )
+from servesize.core.deploy.llmd import LLMD_CHART, LLMD_CHART_VERSION, llmd_values
 from servesize.core.deploy.manifests import (
     ENGINE_IMAGES,
     ENGINE_PORTS,
@@ -42,6 +44,8 @@ __all__ = [
     "ENGINE_IMAGES",
     "ENGINE_PORTS",
     "HEALTH_PATH",
+    "LLMD_CHART",
+    "LLMD_CHART_VERSION",
     "LWS_API_VERSION",
     "BenchmarkJob",
     "DeploySpec",
@@ -57,6 +61,7 @@ __all__ = [
     "config_map",
     "deployment_objects",
     "kserve_inference_service",
+    "llmd_values",
     "plan_objects",
     "resource_name",
     "shm_bytes_for",
