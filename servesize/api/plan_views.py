@@ -27,6 +27,7 @@ from servesize.core.deploy import (
     BenchmarkJob,
     PlanCommand,
     PlanDeployment,
+    accuracy_summary,
     benchmark_script,
     check_slo,
     compare_metric,
@@ -35,13 +36,16 @@ from servesize.core.deploy import (
     vllm_bench_command,
 )
 from servesize.core.memory import DEFAULT_ENGINE_VERSIONS
-from servesize.db.models import ApiKey, HardwareMeasurement, SavedPlan
+from servesize.db.models import ApiKey, HardwareMeasurement, PlanVerification, SavedPlan
 from servesize.db.repository import HardwareRepository, PlanRepository
 from servesize.db.types import utc_now
 from servesize.prices import PriceQuote
 from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.measurements import EndpointBenchmark, EndpointLevel
 from servesize.schemas.plans import (
+    AccuracyGroupOut,
+    AccuracyOut,
+    MetricAccuracyOut,
     MetricOut,
     PlanInputsOut,
     ProfileInputOut,
@@ -49,6 +53,7 @@ from servesize.schemas.plans import (
     SloHeldOut,
     StoredBenchmarkOut,
     TargetCheckOut,
+    VerificationsOut,
     VerifyRequest,
     VerifyResponse,
 )
@@ -57,11 +62,13 @@ from servesize.schemas.uncertainty import PredictionIntervalOut
 from servesize.security import Scope, grants
 
 __all__ = [
+    "accuracy_report",
     "check_plans_write",
     "load_plan",
     "manifests_for",
     "plan_benchmarks",
     "plan_manifests",
+    "plan_verifications",
     "saved_plan_out",
     "store_plan",
     "verify_plan",
@@ -441,8 +448,12 @@ def _metrics(
     return out
 
 
-def verify_plan(session: Session, row: SavedPlan, body: VerifyRequest) -> VerifyResponse:
-    """Predicted against measured for one ranked plan, and the SLO on the measured level."""
+def verify_plan(
+    session: Session, row: SavedPlan, body: VerifyRequest, *, key: ApiKey | None = None
+) -> VerifyResponse:
+    """Predicted against measured for one ranked plan, and the SLO on the measured level;
+    the answer is stored (``plan_verification``) for the plan's history and the accuracy
+    report."""
     from servesize.schemas.slo import SloIn
 
     if (body.measurement_id is None) == (body.benchmark is None):
@@ -479,7 +490,7 @@ def verify_plan(session: Session, row: SavedPlan, body: VerifyRequest) -> Verify
         failed=level.failed + level.timed_out,
         throughput_requests_per_s=level.throughput_requests_per_s,
     )
-    return VerifyResponse(
+    answer = VerifyResponse(
         plan_id=row.id,
         rank=body.rank,
         benchmark_source="inline" if body.benchmark is not None else "stored",
@@ -497,4 +508,72 @@ def verify_plan(session: Session, row: SavedPlan, body: VerifyRequest) -> Verify
             ],
         ),
         notes=notes,
+    )
+    stored = PlanRepository(session).add_verification(
+        PlanVerification(
+            plan_id=row.id,
+            created_at=utc_now(),
+            verifier_key_id=key.id if key is not None else None,
+            rank=body.rank,
+            engine=plan["engine"],
+            hardware=plan["hardware"],
+            result=answer.model_dump(mode="json"),
+        )
+    )
+    return answer.model_copy(
+        update={"verification_id": stored.id, "verified_at": stored.created_at}
+    )
+
+
+def _stored_answer(v: PlanVerification) -> VerifyResponse:
+    return VerifyResponse.model_validate(
+        v.result | {"verification_id": v.id, "verified_at": v.created_at}
+    )
+
+
+def plan_verifications(session: Session, row: SavedPlan) -> VerificationsOut:
+    """The plan's stored verify answers, oldest first."""
+    items = PlanRepository(session).verifications(row.id)
+    return VerificationsOut(plan_id=row.id, items=[_stored_answer(v) for v in items])
+
+
+def _pairs(result: dict[str, Any]) -> dict[str, tuple[float | None, float | None]]:
+    return {
+        m["name"]: (m.get("predicted"), m.get("measured"))
+        for m in result.get("metrics", [])
+        if isinstance(m, dict) and "name" in m
+    }
+
+
+def accuracy_report(
+    session: Session, *, engine: str | None = None, hardware: str | None = None
+) -> AccuracyOut:
+    """Median ratio and MAPE of predicted against measured TTFT/TPOT per engine and hardware
+    over every stored verification (:func:`servesize.core.deploy.accuracy_summary`)."""
+    rows = PlanRepository(session).all_verifications(engine=engine, hardware=hardware)
+    groups = accuracy_summary((v.engine, v.hardware, _pairs(v.result)) for v in rows)
+    return AccuracyOut(
+        items=[
+            AccuracyGroupOut(
+                engine=g.engine,
+                hardware=g.hardware,
+                verifications=g.verifications,
+                metrics=[
+                    MetricAccuracyOut(
+                        metric=m.metric,
+                        count=m.count,
+                        median_ratio=m.median_ratio,
+                        mape_percent=m.mape_percent,
+                    )
+                    for m in g.metrics
+                ],
+            )
+            for g in groups
+        ],
+        notes=[
+            "every stored verification counts once, whatever level or benchmark it used; "
+            "repeated verifications of one benchmark weigh it more",
+            "read-only: the engine constants are not recalibrated from these figures "
+            "(a refit stays the offline `python -m bench.accuracy --fit` step)",
+        ],
     )

@@ -94,6 +94,40 @@ class VerifyResponse(ResponseModel):
     metrics: list[MetricOut]
     slo: SloHeldOut
     notes: list[str]
+    verification_id: int | None = None
+    """The stored copy of this answer (``GET /v1/plans/{id}/verifications``)."""
+    verified_at: datetime | None = None
+
+
+class VerificationsOut(ResponseModel):
+    plan_id: str
+    items: list[VerifyResponse]
+    """Every stored verify answer of the plan, oldest first."""
+
+
+class MetricAccuracyOut(ResponseModel):
+    metric: str
+    """``ttft_s.p50``, ``ttft_s.p95``, ``tpot_s.p50``, ``tpot_s.p95``."""
+    count: int
+    """Verifications with both a prediction and a measurement of the metric."""
+    median_ratio: float | None
+    """Median of measured / predicted (1 is exact, above 1 the plan was optimistic)."""
+    mape_percent: float | None
+    """Mean of |measured − predicted| / measured, in percent."""
+
+
+class AccuracyGroupOut(ResponseModel):
+    engine: str
+    hardware: str
+    verifications: int
+    metrics: list[MetricAccuracyOut]
+
+
+class AccuracyOut(ResponseModel):
+    """Predicted against measured over every stored verification, per engine and hardware."""
+
+    items: list[AccuracyGroupOut]
+    notes: list[str]
 
 
 class StoredBenchmarkOut(ResponseModel):

@@ -307,3 +307,46 @@ def test_a_trtllm_plan_carries_its_options_file_as_a_config_map(
     # llm-d's chart runs vLLM only: no values, the reason in the notes.
     assert out["llmd_values"] is None
     assert any("runs vLLM" in n for n in out["notes"])
+
+
+def test_verify_answers_are_stored_and_feed_the_accuracy_report(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    saved = _save(client, create_key(Scope.PLANS_WRITE))
+    plan_id = saved["plan_id"]
+    bench = ingest_files([FIXTURE], "vllm-bench", model="meta-llama/Llama-3.1-8B")
+    body = {"benchmark": bench.model_dump(mode="json")}
+    first = client.post(f"/v1/plans/{plan_id}/verify", json=body | {"level_index": 0}).json()
+    second = client.post(f"/v1/plans/{plan_id}/verify", json=body | {"level_index": 1}).json()
+    assert first["verification_id"] < second["verification_id"]
+    listed = client.get(f"/v1/plans/{plan_id}/verifications")
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["items"] == [first, second]
+    assert client.get("/v1/plans/pln_missing/verifications").status_code == 404
+    best = saved["plans"][0]
+    report = client.get("/v1/accuracy", params={"engine": "vllm", "hardware": best["hardware"]})
+    assert report.status_code == 200, report.text
+    (group,) = report.json()["items"]
+    assert (group["engine"], group["verifications"]) == ("vllm", 2)
+    metrics = {m["metric"]: m for m in group["metrics"]}
+    # The fixture's levels measured TTFT p50 29 ms and 200 ms against one prediction: the
+    # median of two ratios is their mean; MAPE divides by the measured value.
+    p = best[best["decided_by"]]["ttft_p50_s"]
+    assert metrics["ttft_s.p50"]["count"] == 2
+    assert metrics["ttft_s.p50"]["median_ratio"] == pytest.approx((0.029 / p + 0.2 / p) / 2)
+    ape = abs(0.029 - p) / 0.029 + abs(0.2 - p) / 0.2
+    assert metrics["ttft_s.p50"]["mape_percent"] == pytest.approx(100 * ape / 2)
+    # Level 0: TPOT p50 6 ms (read off the fixture).
+    q = best[best["decided_by"]]["tpot_p50_s"]
+    tpot = [
+        m["measured"] for v in (first, second) for m in v["metrics"] if m["name"] == "tpot_s.p50"
+    ]
+    assert tpot[0] == pytest.approx(0.006)
+    ratios = sorted(t / q for t in tpot)
+    assert metrics["tpot_s.p50"]["median_ratio"] == pytest.approx(sum(ratios) / 2)
+    other = client.get("/v1/accuracy", params={"engine": "sglang"}).json()
+    assert other["items"] == []
+    assert any("not recalibrated" in n for n in other["notes"])
+    bad = client.get("/v1/accuracy", params={"engine": "Bad Engine"})
+    assert bad.status_code == 422
+    assert "/engine" in {e["pointer"] for e in bad.json()["errors"]}

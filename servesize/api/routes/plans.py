@@ -7,11 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.deps import OptionalKeyDep, ReadAccess, SessionDep
 from servesize.api.plan_views import (
     load_plan,
     plan_benchmarks,
     plan_manifests,
+    plan_verifications,
     saved_plan_out,
     verify_plan,
 )
@@ -19,6 +20,7 @@ from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.plans import (
     SavedPlanOut,
     StoredBenchmarksOut,
+    VerificationsOut,
     VerifyRequest,
     VerifyResponse,
 )
@@ -57,10 +59,19 @@ def list_benchmarks(plan_id: str, session: SessionDep) -> StoredBenchmarksOut:
 
 
 @router.post("/{plan_id}/verify", response_model=VerifyResponse)
-def verify(plan_id: str, body: VerifyRequest, session: SessionDep) -> VerifyResponse:
+def verify(
+    plan_id: str, body: VerifyRequest, session: SessionDep, key: OptionalKeyDep
+) -> VerifyResponse:
     """Predicted against measured TTFT, TPOT, ITL, E2E and throughput, with the prediction
-    intervals, and whether the request's SLO held on the measured level."""
-    return verify_plan(session, load_plan(session, plan_id), body)
+    intervals, and whether the request's SLO held on the measured level. The answer is
+    stored: ``GET /v1/plans/{id}/verifications`` and ``GET /v1/accuracy`` read it."""
+    return verify_plan(session, load_plan(session, plan_id), body, key=key)
+
+
+@router.get("/{plan_id}/verifications", response_model=VerificationsOut)
+def list_verifications(plan_id: str, session: SessionDep) -> VerificationsOut:
+    """Every stored verify answer of the plan, oldest first."""
+    return plan_verifications(session, load_plan(session, plan_id))
 
 
 __all__ = ["router"]

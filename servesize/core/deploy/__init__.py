@@ -6,12 +6,19 @@
 ``vllm_bench_command``         ``vllm bench serve`` at the plan's rate, lengths and warm-up
 ``compare_metric``             a predicted figure and its interval against the measured value
 ``check_slo``                  the SLO on measured statistics
+``accuracy_summary``           median ratio and MAPE of stored verifications per engine/hardware
 ``llmd_values``                values for llm-d's ModelService Helm chart (vLLM plans)
 ``plan_objects``               every object of a plan from its launch commands (ConfigMaps,
                                Deployments, LeaderWorkerSets, the router)
 =============================  ==================================================================
 """
 
+from servesize.core.deploy.accuracy import (
+    ACCURACY_METRICS,
+    AccuracyGroup,
+    MetricAccuracy,
+    accuracy_summary,
+)
 from servesize.core.deploy.benchmark import BenchmarkJob, benchmark_script, vllm_bench_command
 from servesize.core.deploy.compare import (
     MetricComparison,
@@ -41,20 +48,24 @@ from servesize.core.deploy.plan_objects import (
 )
 
 __all__ = [
+    "ACCURACY_METRICS",
     "ENGINE_IMAGES",
     "ENGINE_PORTS",
     "HEALTH_PATH",
     "LLMD_CHART",
     "LLMD_CHART_VERSION",
     "LWS_API_VERSION",
+    "AccuracyGroup",
     "BenchmarkJob",
     "DeploySpec",
+    "MetricAccuracy",
     "MetricComparison",
     "ModelCache",
     "PlanCommand",
     "PlanDeployment",
     "PlanObjects",
     "SloCheck",
+    "accuracy_summary",
     "benchmark_script",
     "check_slo",
     "compare_metric",
