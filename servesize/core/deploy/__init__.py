@@ -39,7 +39,7 @@ from servesize.core.deploy.manifests import (
     resource_name,
     shm_bytes_for,
 )
-from servesize.core.deploy.plan_objects import (
+from servesize.core.deploy.objects import (
     LWS_API_VERSION,
     PlanCommand,
     PlanDeployment,
