@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -247,3 +249,41 @@ def test_one_mpirun_job_across_nodes_is_refused_with_its_reason() -> None:
         plan_objects(_plan([PlanCommand(role="server", argv=argv)], engine="trtllm"))
     with pytest.raises(ValueError, match="no vllm launch command"):
         plan_objects(_plan([]))
+
+
+def test_the_pod_scripts_run_each_nodes_command_with_the_leader_address(tmp_path: Path) -> None:
+    """Run the leader's and worker's ``sh -c`` scripts with a stand-in ``vllm`` that prints its
+    arguments: node k's argv arrives intact (a JSON argument included), ``$MASTER_ADDR``
+    replaced by the address LWS sets."""
+    kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    nodes = [
+        PlanCommand(role="node0", argv=(*VLLM_NODE0, "--kv-transfer-config", kv)),
+        PlanCommand(role="node1", argv=(*VLLM_NODE1, "--kv-transfer-config", kv)),
+    ]
+    lws = plan_objects(_plan(nodes, gpus_per_replica=16, replicas=1)).kubernetes[1]
+    fake = tmp_path / "vllm"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "LWS_LEADER_ADDRESS": "lws-0.lws.ns"}
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    for template, index, node in (
+        ("leaderTemplate", "0", nodes[0]),
+        ("workerTemplate", "1", nodes[1]),
+    ):
+        c = lwt[template]["spec"]["containers"][0]
+        run = subprocess.run(
+            [*c["command"], *c["args"]],
+            env=env | {"LWS_WORKER_INDEX": index},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        expected = [a.replace("$MASTER_ADDR", "lws-0.lws.ns") for a in node.argv[1:]]
+        # Then the pod's bind address and vLLM's default port, added as for every pod.
+        assert run.stdout.splitlines() == [*expected, "--host", "0.0.0.0", "--port", "8000"]
+    # A worker index without a node exits non-zero rather than idling.
+    worker = lwt["workerTemplate"]["spec"]["containers"][0]
+    bad = subprocess.run(
+        [*worker["command"], *worker["args"]], env=env | {"LWS_WORKER_INDEX": "5"}, check=False
+    )
+    assert bad.returncode == 1
