@@ -23,6 +23,7 @@ from servesize.api.middleware import (
 from servesize.api.openapi import install_openapi, operation_id
 from servesize.api.ratelimit import AUTH_FAILURES_POLICY, RateLimiter, RateLimits, parse_networks
 from servesize.api.routes import (
+    accuracy,
     hardware,
     health,
     keys,
@@ -151,6 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         slo,
         sizing,
         plans,
+        accuracy,
     ):
         app.include_router(module.router)
     install_openapi(app)

@@ -67,6 +67,12 @@ OPERATION_IDS: dict[str, str] = {
     "get_manifests": "getPlanManifests",
     "list_benchmarks": "listPlanBenchmarks",
     "verify": "verifyPlan",
+    "list_verifications": "listPlanVerifications",
+    "get_accuracy": "getAccuracyReport",
+    "submit_job": "submitJob",
+    "list_jobs": "listJobs",
+    "get_job": "getJob",
+    "cancel_job": "cancelJob",
 }
 """Endpoint function name → ``operationId``; the names generated clients expose as methods."""
 

@@ -22,23 +22,30 @@ from servesize.api.simulation_runner import length_distribution
 from servesize.api.uncertainty import uncertainty
 from servesize.core.architecture import parse_architecture
 from servesize.core.deploy import (
+    LLMD_CHART,
+    LLMD_CHART_VERSION,
     BenchmarkJob,
-    DeploySpec,
+    PlanCommand,
+    PlanDeployment,
+    accuracy_summary,
     benchmark_script,
     check_slo,
     compare_metric,
-    deployment_objects,
-    kserve_inference_service,
+    llmd_values,
+    plan_objects,
     vllm_bench_command,
 )
 from servesize.core.memory import DEFAULT_ENGINE_VERSIONS
-from servesize.db.models import ApiKey, HardwareMeasurement, SavedPlan
+from servesize.db.models import ApiKey, HardwareMeasurement, PlanVerification, SavedPlan
 from servesize.db.repository import HardwareRepository, PlanRepository
 from servesize.db.types import utc_now
 from servesize.prices import PriceQuote
+from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.measurements import EndpointBenchmark, EndpointLevel
 from servesize.schemas.plans import (
-    ManifestsOut,
+    AccuracyGroupOut,
+    AccuracyOut,
+    MetricAccuracyOut,
     MetricOut,
     PlanInputsOut,
     ProfileInputOut,
@@ -46,6 +53,7 @@ from servesize.schemas.plans import (
     SloHeldOut,
     StoredBenchmarkOut,
     TargetCheckOut,
+    VerificationsOut,
     VerifyRequest,
     VerifyResponse,
 )
@@ -54,10 +62,13 @@ from servesize.schemas.uncertainty import PredictionIntervalOut
 from servesize.security import Scope, grants
 
 __all__ = [
+    "accuracy_report",
     "check_plans_write",
     "load_plan",
+    "manifests_for",
     "plan_benchmarks",
     "plan_manifests",
+    "plan_verifications",
     "saved_plan_out",
     "store_plan",
     "verify_plan",
@@ -174,44 +185,30 @@ def _command(args: Any, engine: str) -> list[str] | None:
     return None
 
 
-def _launch_command(plan: dict[str, Any], role: str) -> list[str] | None:
-    """The argv of ``role`` in the plan's ``launch`` commands; None when the plan has none or
-    a replica needs several commands (nodes, a router) that one Deployment cannot run."""
+def _plan_commands(plan: dict[str, Any]) -> list[PlanCommand]:
+    """The plan's ``launch`` commands; for answers stored before ``launch`` existed, the
+    ``engine_args`` of each pool."""
     launch = plan.get("launch")
-    if not isinstance(launch, dict):
-        return None
-    commands = [c for c in launch.get("commands", []) if isinstance(c, dict)]
-    if any(c.get("role") not in ("server", "prefill", "decode") for c in commands):
-        return None
-    for c in commands:
-        argv = c.get("argv")
-        if c.get("role") == role and isinstance(argv, list):
-            return [str(a) for a in argv]
-    return None
-
-
-def _pools(plan: dict[str, Any]) -> list[tuple[str, list[str] | None, int]]:
+    if isinstance(launch, dict) and launch.get("commands"):
+        return [
+            PlanCommand(
+                role=str(c["role"]),
+                argv=tuple(str(a) for a in c["argv"]),
+                files=tuple((str(f["path"]), str(f["content"])) for f in c.get("files", [])),
+            )
+            for c in launch["commands"]
+        ]
     engine = plan["engine"]
     if plan["kind"] == "disaggregated":
-        return [
-            (
-                "prefill",
-                _launch_command(plan, "prefill") or _command(plan["engine_args"], engine),
-                plan["prefill_replicas"],
-            ),
-            (
-                "decode",
-                _launch_command(plan, "decode") or _command(plan.get("decode_engine_args"), engine),
-                plan["decode_replicas"],
-            ),
-        ]
-    return [
-        (
-            "both",
-            _launch_command(plan, "server") or _command(plan["engine_args"], engine),
-            plan["replicas"],
-        )
-    ]
+        pools = [("prefill", plan["engine_args"]), ("decode", plan.get("decode_engine_args"))]
+    else:
+        pools = [("server", plan["engine_args"])]
+    out = []
+    for role, args in pools:
+        argv = _command(args, engine)
+        if argv is not None:
+            out.append(PlanCommand(role=role, argv=tuple(argv)))
+    return out
 
 
 def _mean_tokens(spec: Any) -> int:
@@ -223,12 +220,13 @@ def _mean_tokens(spec: Any) -> int:
     return max(1, round(length_distribution(parsed, 2**24).mean_tokens))
 
 
-def _benchmark_job(row: SavedPlan, base_url: str, *, gpu_name: str, gpus: int) -> BenchmarkJob:
-    traffic = row.request["traffic"]
+def _benchmark_job(
+    model_id: str, traffic: dict[str, Any], base_url: str, *, gpu_name: str, gpus: int
+) -> BenchmarkJob:
     return BenchmarkJob(
         gpu_name=gpu_name,
         gpus=gpus,
-        model=row.model_id,
+        model=model_id,
         base_url=base_url,
         rate_per_s=float(traffic["rate_per_s"]),
         input_tokens=_mean_tokens(traffic["input_tokens"]),
@@ -239,71 +237,97 @@ def _benchmark_job(row: SavedPlan, base_url: str, *, gpu_name: str, gpus: int) -
     )
 
 
+def manifests_for(
+    plan: dict[str, Any],
+    *,
+    model_id: str,
+    traffic: dict[str, Any],
+    plan_id: str | None,
+    name_suffix: str,
+    gpus_per_node: int,
+    gpu_name: str,
+    namespace: str | None,
+    location: str = "query",
+) -> ManifestsOut:
+    """Every Kubernetes object of one ranked plan (JSON as the API returns it), the llm-d
+    values where they fit, and its benchmark job; ``422 not-deployable`` naming the reason."""
+    rank = int(plan["rank"])
+    engine = plan["engine"]
+    deployment = PlanDeployment(
+        name=f"{model_id.split('/')[-1]}-{plan['hardware']}-{name_suffix}",
+        engine=engine,
+        engine_version=DEFAULT_ENGINE_VERSIONS[engine],
+        commands=_plan_commands(plan),
+        gpus_per_replica=plan["gpus_per_replica"],
+        replicas=plan["replicas"],
+        prefill_replicas=plan.get("prefill_replicas"),
+        decode_replicas=plan.get("decode_replicas"),
+        gpus_per_node=gpus_per_node,
+        namespace=namespace,
+    )
+    try:
+        objects = plan_objects(deployment)
+    except ValueError as exc:
+        slug = "no-launch-command" if not deployment.commands else "not-deployable"
+        raise UnprocessableError(
+            f"plan {rank}: {exc}",
+            slug=slug,
+            errors=[{"location": location, "pointer": "/rank", "detail": str(exc)}],
+        ) from None
+    job = _benchmark_job(
+        model_id,
+        traffic,
+        f"http://{objects.entry_service}:{objects.entry_port}",
+        gpu_name=gpu_name,
+        gpus=plan["total_gpus"],
+    )
+    ref = f"saved plan {plan_id} rank {rank}" if plan_id else f"plan {rank} of {model_id}"
+    notes = list(objects.notes)
+    parallel = plan.get("parallelism", {})
+    try:
+        values: dict[str, Any] | None = llmd_values(
+            model=model_id,
+            engine=engine,
+            engine_version=DEFAULT_ENGINE_VERSIONS[engine],
+            commands=[(c.role, c.argv) for c in deployment.commands],
+            tensor_parallel=int(parallel.get("tensor_parallel_size", 1)),
+            data_parallel=int(parallel.get("data_parallel_size", 1)),
+            gpus_per_replica=plan["gpus_per_replica"],
+            replicas=plan["replicas"],
+            prefill_replicas=plan.get("prefill_replicas"),
+            decode_replicas=plan.get("decode_replicas"),
+        )
+    except ValueError as exc:
+        values = None
+        notes.append(f"llm-d values not generated: {exc}")
+    return ManifestsOut(
+        plan_id=plan_id,
+        rank=rank,
+        kubernetes=objects.kubernetes,
+        kserve=objects.kserve,
+        llmd_values=values,
+        llmd_chart=f"{LLMD_CHART} {LLMD_CHART_VERSION}" if values is not None else None,
+        benchmark_command=vllm_bench_command(job),
+        benchmark_script=benchmark_script(job, plan_ref=ref),
+        notes=notes,
+    )
+
+
 def plan_manifests(
     session: Session, row: SavedPlan, rank: int, *, namespace: str | None
 ) -> ManifestsOut:
-    """Service + Deployment (and KServe InferenceService) per pool, and the benchmark job."""
+    """:func:`manifests_for` a saved plan's ranked plan, on its hardware profile's nodes."""
     plan = _plan(row, rank, "query")
     profile = HardwareRepository(session).get(plan["hardware"])
-    per_node = profile.gpus_per_node if profile is not None else 8
-    engine = plan["engine"]
-    kubernetes: list[dict[str, Any]] = []
-    kserve: list[dict[str, Any]] = []
-    notes: list[str] = []
-    for role, argv, replicas in _pools(plan):
-        if argv is None:
-            raise UnprocessableError(
-                f"plan {rank} carries no {engine} launch command for its {role} pool",
-                slug="no-launch-command",
-                errors=[
-                    {
-                        "location": "query",
-                        "pointer": "/rank",
-                        "detail": f"no {engine} command in the plan",
-                    }
-                ],
-            )
-        try:
-            spec = DeploySpec(
-                name=f"{row.model_id.split('/')[-1]}-{plan['hardware']}-{row.id[-6:]}",
-                engine=engine,
-                command=argv,
-                gpus_per_replica=plan["gpus_per_replica"],
-                replicas=replicas,
-                engine_version=DEFAULT_ENGINE_VERSIONS[engine],
-                gpus_per_node=per_node,
-                role=role,
-                namespace=namespace,
-            )
-        except ValueError as exc:
-            raise UnprocessableError(
-                str(exc),
-                slug="not-deployable",
-                errors=[{"location": "query", "pointer": "/rank", "detail": str(exc)}],
-            ) from None
-        kubernetes += deployment_objects(spec)
-        kserve.append(kserve_inference_service(spec))
-    service = kubernetes[0]["metadata"]["name"]
-    port = kubernetes[0]["spec"]["ports"][0]["port"]
-    if plan["kind"] == "disaggregated":
-        notes.append(
-            "disaggregated: route requests through a prefill/decode proxy (e.g. llm-d's or "
-            "vLLM's disaggregation proxy) in front of both Services, and point BASE_URL at it"
-        )
-    job = _benchmark_job(
-        row,
-        f"http://{service}:{port}",
-        gpu_name=profile.name if profile is not None else plan["hardware"],
-        gpus=plan["total_gpus"],
-    )
-    return ManifestsOut(
+    return manifests_for(
+        plan,
+        model_id=row.model_id,
+        traffic=row.request["traffic"],
         plan_id=row.id,
-        rank=rank,
-        kubernetes=kubernetes,
-        kserve=kserve,
-        benchmark_command=vllm_bench_command(job),
-        benchmark_script=benchmark_script(job, plan_ref=f"saved plan {row.id} rank {rank}"),
-        notes=notes,
+        name_suffix=row.id[-6:],
+        gpus_per_node=profile.gpus_per_node if profile is not None else 8,
+        gpu_name=profile.name if profile is not None else plan["hardware"],
+        namespace=namespace,
     )
 
 
@@ -424,8 +448,12 @@ def _metrics(
     return out
 
 
-def verify_plan(session: Session, row: SavedPlan, body: VerifyRequest) -> VerifyResponse:
-    """Predicted against measured for one ranked plan, and the SLO on the measured level."""
+def verify_plan(
+    session: Session, row: SavedPlan, body: VerifyRequest, *, key: ApiKey | None = None
+) -> VerifyResponse:
+    """Predicted against measured for one ranked plan, and the SLO on the measured level;
+    the answer is stored (``plan_verification``) for the plan's history and the accuracy
+    report."""
     from servesize.schemas.slo import SloIn
 
     if (body.measurement_id is None) == (body.benchmark is None):
@@ -462,7 +490,7 @@ def verify_plan(session: Session, row: SavedPlan, body: VerifyRequest) -> Verify
         failed=level.failed + level.timed_out,
         throughput_requests_per_s=level.throughput_requests_per_s,
     )
-    return VerifyResponse(
+    answer = VerifyResponse(
         plan_id=row.id,
         rank=body.rank,
         benchmark_source="inline" if body.benchmark is not None else "stored",
@@ -480,4 +508,75 @@ def verify_plan(session: Session, row: SavedPlan, body: VerifyRequest) -> Verify
             ],
         ),
         notes=notes,
+    )
+    if key is None or not grants(key.scopes, Scope.PLANS_WRITE):
+        # Only a key allowed to write plans adds to their history and the accuracy report.
+        return answer
+    stored = PlanRepository(session).add_verification(
+        PlanVerification(
+            plan_id=row.id,
+            created_at=utc_now(),
+            verifier_key_id=key.id if key is not None else None,
+            rank=body.rank,
+            engine=plan["engine"],
+            hardware=plan["hardware"],
+            result=answer.model_dump(mode="json"),
+        )
+    )
+    return answer.model_copy(
+        update={"verification_id": stored.id, "verified_at": stored.created_at}
+    )
+
+
+def _stored_answer(v: PlanVerification) -> VerifyResponse:
+    return VerifyResponse.model_validate(
+        v.result | {"verification_id": v.id, "verified_at": v.created_at}
+    )
+
+
+def plan_verifications(session: Session, row: SavedPlan) -> VerificationsOut:
+    """The plan's stored verify answers, oldest first."""
+    items = PlanRepository(session).verifications(row.id)
+    return VerificationsOut(plan_id=row.id, items=[_stored_answer(v) for v in items])
+
+
+def _pairs(result: dict[str, Any]) -> dict[str, tuple[float | None, float | None]]:
+    return {
+        m["name"]: (m.get("predicted"), m.get("measured"))
+        for m in result.get("metrics", [])
+        if isinstance(m, dict) and "name" in m
+    }
+
+
+def accuracy_report(
+    session: Session, *, engine: str | None = None, hardware: str | None = None
+) -> AccuracyOut:
+    """Median ratio and MAPE of predicted against measured TTFT/TPOT per engine and hardware
+    over every stored verification (:func:`servesize.core.deploy.accuracy_summary`)."""
+    rows = PlanRepository(session).all_verifications(engine=engine, hardware=hardware)
+    groups = accuracy_summary((v.engine, v.hardware, _pairs(v.result)) for v in rows)
+    return AccuracyOut(
+        items=[
+            AccuracyGroupOut(
+                engine=g.engine,
+                hardware=g.hardware,
+                verifications=g.verifications,
+                metrics=[
+                    MetricAccuracyOut(
+                        metric=m.metric,
+                        count=m.count,
+                        median_ratio=m.median_ratio,
+                        mape_percent=m.mape_percent,
+                    )
+                    for m in g.metrics
+                ],
+            )
+            for g in groups
+        ],
+        notes=[
+            "every stored verification counts once, whatever level or benchmark it used; "
+            "repeated verifications of one benchmark weigh it more",
+            "read-only: the engine constants are not recalibrated from these figures "
+            "(a refit stays the offline `python -m bench.accuracy --fit` step)",
+        ],
     )

@@ -2,8 +2,11 @@
 KServe manifests (YAML) and a benchmark script.
 
 Files, for plan rank ``N``: ``plan-N.json``, ``plan-N.command.sh``, ``plan-N.k8s.yaml``
-(Service + Deployment per pool), ``plan-N.kserve.yaml`` and ``plan-N.bench.sh``. A plan whose
-replica spans nodes gets no manifests (a Deployment cannot express it); its JSON says why.
+(per pool a ConfigMap of the files its command reads, a Service and a Deployment, or a
+LeaderWorkerSet when a replica spans nodes; a router's Service and Deployment),
+``plan-N.kserve.yaml`` (single-pod pools only), ``plan-N.llmd-values.yaml`` (llm-d's
+ModelService chart, vLLM plans of single-node replicas) and ``plan-N.bench.sh``. A plan that
+cannot be deployed (one ``mpirun`` job across nodes) gets no manifests; its JSON says why.
 """
 
 from __future__ import annotations
@@ -130,11 +133,14 @@ def write_plans(
 ) -> list[Path]:
     """Write every plan's files under ``out`` (created); returns the paths written."""
     from servesize.core.deploy import (
+        LLMD_CHART,
+        LLMD_CHART_VERSION,
         BenchmarkJob,
-        DeploySpec,
+        PlanCommand,
+        PlanDeployment,
         benchmark_script,
-        deployment_objects,
-        kserve_inference_service,
+        llmd_values,
+        plan_objects,
     )
 
     out.mkdir(parents=True, exist_ok=True)
@@ -165,39 +171,54 @@ def write_plans(
         for command in plan.launch.commands if plan.launch is not None else ():
             for name, content in command.files:
                 write(f"plan-{rank}.{Path(name).name}", content)
-        replicas = {"prefill": plan.prefill_replicas, "decode": plan.decode_replicas}
-        kubernetes: list[dict[str, Any]] = []
-        kserve: list[dict[str, Any]] = []
+        planned = [
+            PlanCommand(role=c.role, argv=c.argv, files=c.files)
+            for c in (plan.launch.commands if plan.launch is not None else ())
+        ]
         try:
-            if not roles:
-                raise ValueError(f"no {plan.candidate.engine} launch command for this plan")
-            if any(role not in ("both", "prefill", "decode") for role, _ in roles):
-                raise ValueError(
-                    "a replica spans several nodes or needs a router; see the commands"
-                )
-            for role, argv in roles:
-                spec = DeploySpec(
+            objects = plan_objects(
+                PlanDeployment(
                     name=f"{model.split('/')[-1]}-{plan.candidate.hardware_id}-{rank}",
                     engine=plan.candidate.engine,  # type: ignore[arg-type]
-                    command=argv,
-                    gpus_per_replica=plan.gpus_per_replica,
-                    replicas=replicas.get(role) or plan.replicas,
                     engine_version=plan.memory.deployment.engine_version,
+                    commands=planned,
+                    gpus_per_replica=plan.gpus_per_replica,
+                    replicas=plan.replicas,
+                    prefill_replicas=plan.prefill_replicas,
+                    decode_replicas=plan.decode_replicas,
                     gpus_per_node=gpus_per_node.get(plan.candidate.hardware_id, 8),
-                    role=role,
                 )
-                kubernetes += deployment_objects(spec)
-                kserve.append(kserve_inference_service(spec))
+            )
         except ValueError as exc:
             info["manifests"] = f"not written: {exc}"
         else:
+            kubernetes, kserve = objects.kubernetes, objects.kserve
+            info["manifest_notes"] = objects.notes
+            res = plan.memory.deployment
+            try:
+                values = llmd_values(
+                    model=model,
+                    engine=plan.candidate.engine,
+                    engine_version=res.engine_version,
+                    commands=[(c.role, c.argv) for c in planned],
+                    tensor_parallel=res.tensor_parallel_size,
+                    data_parallel=res.data_parallel_size,
+                    gpus_per_replica=plan.gpus_per_replica,
+                    replicas=plan.replicas,
+                    prefill_replicas=plan.prefill_replicas,
+                    decode_replicas=plan.decode_replicas,
+                )
+            except ValueError as exc:
+                info["llmd_values"] = f"not written: {exc}"
+            else:
+                info["llmd_values"] = f"{LLMD_CHART} {LLMD_CHART_VERSION}"
+                write(f"plan-{rank}.llmd-values.yaml", dump_yaml([values]))
             write(f"plan-{rank}.k8s.yaml", dump_yaml(kubernetes))
-            write(f"plan-{rank}.kserve.yaml", dump_yaml(kserve))
-            service = kubernetes[0]["metadata"]["name"]
-            port = kubernetes[0]["spec"]["ports"][0]["port"]
+            if kserve:
+                write(f"plan-{rank}.kserve.yaml", dump_yaml(kserve))
             job = BenchmarkJob(
                 model=model,
-                base_url=f"http://{service}:{port}",
+                base_url=f"http://{objects.entry_service}:{objects.entry_port}",
                 rate_per_s=traffic.rate_per_s,
                 input_tokens=max(1, round(traffic.input_tokens.mean_tokens)),
                 output_tokens=max(1, round(traffic.output_tokens.mean_tokens)),

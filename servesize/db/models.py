@@ -197,3 +197,25 @@ class SavedPlan(Base):
     prices: Mapped[dict[str, Any]] = mapped_column(JSON)
     """Per profile: the price used and its origin (request, profile, sheet)."""
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class PlanVerification(Base):
+    """One ``POST /v1/plans/{id}/verify`` answer: a ranked plan against a measured level; never
+    updated. Feeds ``GET /v1/accuracy``."""
+
+    __tablename__ = "plan_verification"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan_id: Mapped[str] = mapped_column(
+        ForeignKey("saved_plan.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    verifier_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None, index=True
+    )
+    """The API key that asked, if any."""
+    rank: Mapped[int] = mapped_column(Integer)
+    engine: Mapped[str] = mapped_column(String(32))
+    hardware: Mapped[str] = mapped_column(String(64))
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The verify answer as returned (metrics predicted against measured, SLO held)."""

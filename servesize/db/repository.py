@@ -13,6 +13,7 @@ from servesize.db.models import (
     HardwareMeasurement,
     HardwareProfile,
     InstanceSecret,
+    PlanVerification,
     SavedPlan,
 )
 from servesize.db.types import utc_now
@@ -208,3 +209,24 @@ class PlanRepository:
         self.session.add(row)
         self.session.flush()
         return row
+
+    def add_verification(self, row: PlanVerification) -> PlanVerification:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def verifications(self, plan_id: str) -> list[PlanVerification]:
+        """The plan's stored verifications, oldest first."""
+        query = select(PlanVerification).where(PlanVerification.plan_id == plan_id)
+        return list(self.session.scalars(query.order_by(PlanVerification.id)))
+
+    def all_verifications(
+        self, *, engine: str | None = None, hardware: str | None = None
+    ) -> list[PlanVerification]:
+        """Every stored verification (optionally of one engine or hardware), oldest first."""
+        query = select(PlanVerification)
+        if engine is not None:
+            query = query.where(PlanVerification.engine == engine)
+        if hardware is not None:
+            query = query.where(PlanVerification.hardware == hardware)
+        return list(self.session.scalars(query.order_by(PlanVerification.id)))

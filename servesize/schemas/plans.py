@@ -43,24 +43,6 @@ class SavedPlanOut(ResponseModel):
     answer: SizingResponse
 
 
-class ManifestsOut(ResponseModel):
-    """Deployment artifacts of one ranked plan; the objects are Kubernetes JSON (apply as YAML
-    or JSON)."""
-
-    plan_id: str
-    rank: int
-    kubernetes: list[dict[str, Any]]
-    """``v1`` Service and ``apps/v1`` Deployment per pool (prefill and decode when
-    disaggregated)."""
-    kserve: list[dict[str, Any]]
-    """The same pools as KServe ``InferenceService`` objects."""
-    benchmark_command: list[str]
-    """``vllm bench serve`` at the plan's rate and lengths; its result file ingests with
-    ``servesize-agent ingest --format vllm-bench``."""
-    benchmark_script: str
-    notes: list[str]
-
-
 class VerifyRequest(RequestModel):
     """Which plan to check and against which measured benchmark: a stored one (by measurement id
     and index) or one sent inline; exactly one of ``measurement_id`` and ``benchmark``."""
@@ -111,6 +93,40 @@ class VerifyResponse(ResponseModel):
     predicted_by: Literal["tier_a", "simulation"]
     metrics: list[MetricOut]
     slo: SloHeldOut
+    notes: list[str]
+    verification_id: int | None = None
+    """The stored copy of this answer (``GET /v1/plans/{id}/verifications``)."""
+    verified_at: datetime | None = None
+
+
+class VerificationsOut(ResponseModel):
+    plan_id: str
+    items: list[VerifyResponse]
+    """Every stored verify answer of the plan, oldest first."""
+
+
+class MetricAccuracyOut(ResponseModel):
+    metric: str
+    """``ttft_s.p50``, ``ttft_s.p95``, ``tpot_s.p50``, ``tpot_s.p95``."""
+    count: int
+    """Verifications with both a prediction and a measurement of the metric."""
+    median_ratio: float | None
+    """Median of measured / predicted (1 is exact, above 1 the plan was optimistic)."""
+    mape_percent: float | None
+    """Mean of |measured − predicted| / measured, in percent."""
+
+
+class AccuracyGroupOut(ResponseModel):
+    engine: str
+    hardware: str
+    verifications: int
+    metrics: list[MetricAccuracyOut]
+
+
+class AccuracyOut(ResponseModel):
+    """Predicted against measured over every stored verification, per engine and hardware."""
+
+    items: list[AccuracyGroupOut]
     notes: list[str]
 
 

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, ConfigDict, Field
 
 from servesize.core.memory import KV_CACHE_DTYPES
 from servesize.schemas.base import RequestModel, ResponseModel
+from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.models import ModelRef
 from servesize.schemas.simulate import LengthIn
 from servesize.schemas.slo import SloIn
@@ -290,3 +291,7 @@ class SizingResponse(ResponseModel):
     every price came with the request or no plan is priced."""
     plan_id: str | None = None
     """Set when the answer was stored (``POST /v1/sizing?save=true``): ``GET /v1/plans/{id}``."""
+    manifests: list[ManifestsOut] | None = None
+    """With ``manifests=true``: each ranked plan's deployment artifacts, as
+    ``GET /v1/plans/{id}/manifests`` returns them (a plan that cannot be deployed is left out,
+    its reason in ``warnings``)."""

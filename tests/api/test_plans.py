@@ -16,6 +16,8 @@ from servesize.agent.ingest import ingest_files
 from servesize.security import Scope
 from tests.api.test_hardware import bearer, h100_upload, upload
 from tests.core.deploy.test_deploy_manifests import DEPLOYMENT, SERVICE, _errors
+from tests.core.deploy.test_llmd_values import _chart_command, _flags
+from tests.core.deploy.test_plan_objects import CONFIG_MAP
 
 FIXTURE = Path(__file__).resolve().parents[1] / "agent" / "fixtures" / "vllm_bench_rates.jsonl"
 PRICES = Path(__file__).resolve().parents[2] / "servesize" / "data" / "prices.json"
@@ -113,6 +115,10 @@ def test_manifests_validate_and_bad_queries_name_the_field(
     assert deployment["spec"]["replicas"] == best["replicas"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == str(best["gpus_per_replica"])
     assert out["kserve"][0]["kind"] == "InferenceService"
+    assert out["llmd_chart"] == "llm-d-modelservice v0.4.12"
+    assert _flags(_chart_command(out["llmd_values"], "decode")) == _flags(
+        best["engine_args"]["vllm"]
+    )
     bench = out["benchmark_command"]
     assert bench[bench.index("--request-rate") + 1] == "1"
     assert bench[bench.index("--num-prompts") + 1] == "300"  # 1 request/s × 300 s
@@ -251,3 +257,103 @@ def test_a_disaggregated_plan_gets_a_service_and_deployment_per_pool(
         == plan["decode_engine_args"]["vllm"][1:]
     )
     assert "proxy" in out.json()["notes"][0]
+
+
+def test_sizing_returns_the_manifests_on_request_as_the_get_route_does(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    body = BODY | {"verify_top": 0}
+    plain = client.post("/v1/sizing", json=body)
+    assert plain.status_code == 200, plain.text
+    assert plain.json()["manifests"] is None
+    response = client.post(
+        "/v1/sizing",
+        params={"save": "true", "manifests": "true"},
+        json=body,
+        headers=bearer(create_key(Scope.PLANS_WRITE)),
+    )
+    assert response.status_code == 201, response.text
+    out = response.json()
+    assert [m["rank"] for m in out["manifests"]] == [p["rank"] for p in out["plans"]]
+    # The same generation as GET /v1/plans/{id}/manifests: identical objects and job.
+    got = client.get(f"/v1/plans/{out['plan_id']}/manifests", params={"rank": 1}).json()
+    assert out["manifests"][0] == got
+    # The stored answer does not carry them.
+    stored = client.get(f"/v1/plans/{out['plan_id']}").json()
+    assert stored["answer"]["manifests"] is None
+
+
+def test_a_trtllm_plan_carries_its_options_file_as_a_config_map(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    body = BODY | {"verify_top": 0, "candidates": BODY["candidates"] | {"engines": ["trtllm"]}}
+    saved = _save(client, create_key(Scope.PLANS_WRITE), body)
+    best = saved["plans"][0]
+    assert best["engine"] == "trtllm"
+    (command,) = best["launch"]["commands"]
+    (planned,) = command["files"]
+    out = client.get(f"/v1/plans/{saved['plan_id']}/manifests").json()
+    cm, service, deployment = out["kubernetes"]
+    assert _errors(CONFIG_MAP, cm) == []
+    assert _errors(SERVICE, service) == []
+    assert _errors(DEPLOYMENT, deployment) == []
+    assert cm["data"] == {planned["path"]: planned["content"]}
+    engine = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = engine["args"]
+    mount = next(m for m in engine["volumeMounts"] if m["name"] == "config")
+    assert args[args.index("--extra_llm_api_options") + 1] == (
+        f"{mount['mountPath']}/{planned['path']}"
+    )
+    # llm-d's chart runs vLLM only: no values, the reason in the notes.
+    assert out["llmd_values"] is None
+    assert any("runs vLLM" in n for n in out["notes"])
+
+
+def test_verify_answers_are_stored_and_feed_the_accuracy_report(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    key = create_key(Scope.PLANS_WRITE)
+    saved = _save(client, key)
+    plan_id = saved["plan_id"]
+    bench = ingest_files([FIXTURE], "vllm-bench", model="meta-llama/Llama-3.1-8B")
+    body = {"benchmark": bench.model_dump(mode="json")}
+    auth = {"Authorization": f"Bearer {key}"}
+    # Without a plans:write key the comparison is answered but not stored.
+    anonymous = client.post(f"/v1/plans/{plan_id}/verify", json=body | {"level_index": 0})
+    assert anonymous.status_code == 200, anonymous.text
+    assert anonymous.json()["verification_id"] is None
+    url = f"/v1/plans/{plan_id}/verify"
+    first = client.post(url, json=body | {"level_index": 0}, headers=auth).json()
+    second = client.post(url, json=body | {"level_index": 1}, headers=auth).json()
+    assert first["verification_id"] < second["verification_id"]
+    listed = client.get(f"/v1/plans/{plan_id}/verifications")
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["items"] == [first, second]
+    assert client.get("/v1/plans/pln_missing/verifications").status_code == 404
+    best = saved["plans"][0]
+    report = client.get("/v1/accuracy", params={"engine": "vllm", "hardware": best["hardware"]})
+    assert report.status_code == 200, report.text
+    (group,) = report.json()["items"]
+    assert (group["engine"], group["verifications"]) == ("vllm", 2)
+    metrics = {m["metric"]: m for m in group["metrics"]}
+    # The fixture's levels measured TTFT p50 29 ms and 200 ms against one prediction: the
+    # median of two ratios is their mean; MAPE divides by the measured value.
+    p = best[best["decided_by"]]["ttft_p50_s"]
+    assert metrics["ttft_s.p50"]["count"] == 2
+    assert metrics["ttft_s.p50"]["median_ratio"] == pytest.approx((0.029 / p + 0.2 / p) / 2)
+    ape = abs(0.029 - p) / 0.029 + abs(0.2 - p) / 0.2
+    assert metrics["ttft_s.p50"]["mape_percent"] == pytest.approx(100 * ape / 2)
+    # Level 0: TPOT p50 6 ms (read off the fixture).
+    q = best[best["decided_by"]]["tpot_p50_s"]
+    tpot = [
+        m["measured"] for v in (first, second) for m in v["metrics"] if m["name"] == "tpot_s.p50"
+    ]
+    assert tpot[0] == pytest.approx(0.006)
+    ratios = sorted(t / q for t in tpot)
+    assert metrics["tpot_s.p50"]["median_ratio"] == pytest.approx(sum(ratios) / 2)
+    other = client.get("/v1/accuracy", params={"engine": "sglang"}).json()
+    assert other["items"] == []
+    assert any("not recalibrated" in n for n in other["notes"])
+    bad = client.get("/v1/accuracy", params={"engine": "Bad Engine"})
+    assert bad.status_code == 422
+    assert "/engine" in {e["pointer"] for e in bad.json()["errors"]}

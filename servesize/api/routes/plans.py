@@ -7,18 +7,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query
 
-from servesize.api.deps import ReadAccess, SessionDep
+from servesize.api.deps import OptionalKeyDep, ReadAccess, SessionDep
 from servesize.api.plan_views import (
     load_plan,
     plan_benchmarks,
     plan_manifests,
+    plan_verifications,
     saved_plan_out,
     verify_plan,
 )
+from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.plans import (
-    ManifestsOut,
     SavedPlanOut,
     StoredBenchmarksOut,
+    VerificationsOut,
     VerifyRequest,
     VerifyResponse,
 )
@@ -69,10 +71,19 @@ def verify(
     plan_id: str,
     body: Annotated[VerifyRequest, Body(openapi_examples=VERIFY_EXAMPLES)],
     session: SessionDep,
+    key: OptionalKeyDep,
 ) -> VerifyResponse:
     """Predicted against measured TTFT, TPOT, ITL, E2E and throughput, with the prediction
-    intervals, and whether the request's SLO held on the measured level."""
-    return verify_plan(session, load_plan(session, plan_id), body)
+    intervals, and whether the request's SLO held on the measured level. With a key of
+    scope ``plans:write`` the answer is stored: ``GET /v1/plans/{id}/verifications`` and
+    ``GET /v1/accuracy`` read it."""
+    return verify_plan(session, load_plan(session, plan_id), body, key=key)
+
+
+@router.get("/{plan_id}/verifications", response_model=VerificationsOut)
+def list_verifications(plan_id: str, session: SessionDep) -> VerificationsOut:
+    """Every stored verify answer of the plan, oldest first."""
+    return plan_verifications(session, load_plan(session, plan_id))
 
 
 __all__ = ["router"]

@@ -22,7 +22,7 @@ from servesize.api.deps import LookupsDep, OptionalKeyDep, ReadAccess
 from servesize.api.errors import UnprocessableError, json_pointer
 from servesize.api.lookups import HardwareEntry, LookupCache
 from servesize.api.models_resolver import ResolvedModel
-from servesize.api.plan_views import check_plans_write, store_plan
+from servesize.api.plan_views import check_plans_write, manifests_for, store_plan
 from servesize.api.render.sizing import infeasible_problem, response_out
 from servesize.api.render.uncertainty import sizing_bands
 from servesize.api.simulation_runner import length_distribution, min_tokens
@@ -43,6 +43,7 @@ from servesize.core.steptime import MeasuredProfile
 from servesize.db.connection import session_scope
 from servesize.db.models import ApiKey
 from servesize.prices import PriceQuote, reference_prices
+from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.sizing import (
     CandidatesIn,
     SizingRequest,
@@ -355,6 +356,37 @@ def _store(
         )
 
 
+def _with_manifests(
+    answer: SizingResponse, body: SizingRequest, inputs: tuple[ResolvedModel, _Hardware]
+) -> SizingResponse:
+    """The answer with every ranked plan's manifests (the GET route's generation, on the
+    profiles the search used); undeployable plans are named in ``warnings``."""
+    model, hardware = inputs
+    specs = {s.id: s for s in hardware.specs}
+    traffic = body.traffic.model_dump(mode="json")
+    out: list[ManifestsOut] = []
+    warnings = list(answer.warnings)
+    for plan in answer.plans:
+        spec = specs.get(plan.hardware)
+        link = spec.interconnect if spec is not None else None
+        try:
+            out.append(
+                manifests_for(
+                    plan.model_dump(mode="json"),
+                    model_id=model.id,
+                    traffic=traffic,
+                    plan_id=answer.plan_id,
+                    name_suffix=answer.plan_id[-6:] if answer.plan_id else f"r{plan.rank}",
+                    gpus_per_node=link.gpus_per_node if link is not None else 8,
+                    gpu_name=spec.name if spec is not None else plan.hardware,
+                    namespace=None,
+                )
+            )
+        except UnprocessableError as exc:
+            warnings.append(f"manifests: {exc.detail}")
+    return answer.model_copy(update={"manifests": out, "warnings": warnings})
+
+
 @router.post(
     "/sizing",
     response_model=SizingResponse,
@@ -369,6 +401,13 @@ async def sizing(
     gates: GatesDep,
     key: OptionalKeyDep,
     save: Annotated[bool, Query(description="Store the answer (needs plans:write).")] = False,
+    manifests: Annotated[
+        bool,
+        Query(
+            description="Also return each ranked plan's Kubernetes objects, llm-d values and "
+            "benchmark job (as GET /v1/plans/{id}/manifests)."
+        ),
+    ] = False,
 ) -> SizingResponse:
     """The cheapest deployments that serve the traffic within the SLO: ranked, costed, with
     engine arguments, the binding constraint, headroom and every pruned candidate's reason.
@@ -385,12 +424,12 @@ async def sizing(
 
     answer = await gates.heavy.run(request, lambda found: _cached_size(body, found, cache), lookup)
     if owner is None:
-        return answer
+        return _with_manifests(answer, body, inputs[0]) if manifests else answer
     model, hardware = inputs[0]
     stored = await run_in_threadpool(_store, request, owner, body, model, hardware, answer)
     response.status_code = status.HTTP_201_CREATED
     response.headers["Location"] = f"/v1/plans/{stored.plan_id}"
-    return stored
+    return _with_manifests(stored, body, inputs[0]) if manifests else stored
 
 
 __all__ = ["router"]

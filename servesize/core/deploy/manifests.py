@@ -29,9 +29,13 @@ __all__ = [
     "HEALTH_PATH",
     "DeploySpec",
     "ModelCache",
+    "config_map",
+    "container",
     "deployment_objects",
     "kserve_inference_service",
+    "pod_spec",
     "resource_name",
+    "service",
     "shm_bytes_for",
 ]
 
@@ -54,6 +58,9 @@ multiprocess executors place their buffers there (Docker's 64 MiB default breaks
 STARTUP_PERIOD_S = 10
 STARTUP_FAILURES = 180
 """Start-up probe allowance: 180 × 10 s = 30 min for the weights download, load and CUDA graphs."""
+CONFIG_DIR = "/etc/servesize"
+"""Where a pool's ConfigMap (the files its command reads) is mounted; the command's file
+arguments are rewritten to ``CONFIG_DIR/<basename>``."""
 _NAME = re.compile(r"[^a-z0-9-]+")
 
 
@@ -107,14 +114,21 @@ class DeploySpec:
     namespace: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    files: Sequence[tuple[str, str]] = ()
+    """``(path, content)`` the command reads (TensorRT-LLM's ``--extra_llm_api_options``
+    YAML): one ConfigMap key per file, mounted at :data:`CONFIG_DIR`."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINE_PORTS:
             raise ValueError(f"engine: {self.engine!r} is not one of {', '.join(ENGINE_PORTS)}")
         if len(self.command) < 1 or not all(isinstance(a, str) and a for a in self.command):
             raise ValueError("command: must be a non-empty list of non-empty strings")
-        if self.gpus_per_replica < 1 or self.replicas < 1:
-            raise ValueError("gpus_per_replica and replicas must be >= 1")
+        least = 0 if self.role == "router" else 1
+        if self.gpus_per_replica < least or self.replicas < 1:
+            raise ValueError(f"gpus_per_replica must be >= {least} and replicas >= 1")
+        keys = [config_key(path) for path, _ in self.files]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"files: two files share a name ({', '.join(keys)})")
         if self.gpus_per_replica > self.gpus_per_node:
             raise ValueError(
                 f"gpus_per_replica: {self.gpus_per_replica} GPUs exceed one node's "
@@ -134,9 +148,19 @@ class DeploySpec:
         return resource_name(self.name, limit=63 - len(suffix)) + suffix
 
 
-def _argv(spec: DeploySpec) -> list[str]:
-    """The planned command with ``--host 0.0.0.0`` and ``--port`` added when absent."""
-    argv = list(spec.command)
+def config_key(path: str) -> str:
+    """The ConfigMap key of a file: its base name (keys allow ``[-._a-zA-Z0-9]``)."""
+    key = path.rsplit("/", 1)[-1]
+    if not key or re.fullmatch(r"[-._a-zA-Z0-9]+", key) is None or key in (".", ".."):
+        raise ValueError(f"files: {path!r} has no name usable as a ConfigMap key")
+    return key
+
+
+def _argv(spec: DeploySpec, command: Sequence[str] | None = None) -> list[str]:
+    """The planned command with ``--host 0.0.0.0`` and ``--port`` added when absent, and each
+    file it reads pointed at the mounted ConfigMap."""
+    moved = {path: f"{CONFIG_DIR}/{config_key(path)}" for path, _ in spec.files}
+    argv = [moved.get(a, a) for a in (spec.command if command is None else command)]
     if "--host" not in argv:
         argv += ["--host", "0.0.0.0"]
     if "--port" not in argv:
@@ -185,16 +209,33 @@ def _cache_volume(cache: ModelCache) -> dict[str, Any]:
     }
 
 
-def _container(spec: DeploySpec) -> dict[str, Any]:
-    argv = _argv(spec)
+def container(
+    spec: DeploySpec,
+    *,
+    command: Sequence[str] | None = None,
+    args: Sequence[str] | None = None,
+    probes: bool = True,
+    gpus: int | None = None,
+) -> dict[str, Any]:
+    """The engine container of one pod: the planned command (or ``command`` + ``args`` given
+    as they are), GPUs (``gpus``, default the replica's), probes, ``/dev/shm`` and the cache."""
+    if command is None:
+        argv = _argv(spec)
+        command, args = argv[:1], argv[1:]
     port = spec.container_port
-    gpus = str(spec.gpus_per_replica)
+    count = str(spec.gpus_per_replica if gpus is None else gpus)
     env = {"HF_HOME": spec.model_cache.mount_path, **spec.env}
-    return {
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "model-cache", "mountPath": spec.model_cache.mount_path},
+    ]
+    if spec.files:
+        mounts.append({"name": "config", "mountPath": CONFIG_DIR, "readOnly": True})
+    out: dict[str, Any] = {
         "name": "engine",
         "image": spec.image or ENGINE_IMAGES[spec.engine].format(version=spec.engine_version),
-        "command": argv[:1],
-        "args": argv[1:],
+        "command": list(command),
+        "args": list(args or []),
         "env": [
             *[{"name": k, "value": v} for k, v in env.items()],
             {
@@ -205,20 +246,57 @@ def _container(spec: DeploySpec) -> dict[str, Any]:
             },
         ],
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
-        "resources": {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}},
+        "resources": {"requests": {"nvidia.com/gpu": count}, "limits": {"nvidia.com/gpu": count}},
         "startupProbe": _probe(port, period_s=STARTUP_PERIOD_S, failures=STARTUP_FAILURES),
         "readinessProbe": _probe(port, period_s=5, failures=3),
         "livenessProbe": _probe(port, period_s=10, failures=3),
-        "volumeMounts": [
-            {"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": "model-cache", "mountPath": spec.model_cache.mount_path},
-        ],
+        "volumeMounts": mounts,
+    }
+    if count == "0":
+        out["resources"] = {}
+    if not probes:
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            del out[probe]
+    return out
+
+
+def pod_spec(
+    spec: DeploySpec, containers: Sequence[dict[str, Any]], *, gpus: int | None = None
+) -> dict[str, Any]:
+    """A ``PodSpec`` around ``containers``: ``/dev/shm`` sized for ``gpus`` (default the
+    replica's), the cache volume, the ConfigMap when the command reads files, GPU toleration."""
+    shm = shm_bytes_for(spec.gpus_per_replica if gpus is None else gpus)
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm // GIB}Gi"}},
+        _cache_volume(spec.model_cache),
+    ]
+    if spec.files:
+        volumes.append({"name": "config", "configMap": {"name": config_map_name(spec)}})
+    return {
+        "containers": list(containers),
+        "volumes": volumes,
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def config_map_name(spec: DeploySpec) -> str:
+    return f"{spec.object_name}-config"
+
+
+def config_map(spec: DeploySpec) -> dict[str, Any]:
+    """The ``v1`` ConfigMap holding every file the command reads, keyed by base name."""
+    meta = _metadata(spec)
+    meta["name"] = config_map_name(spec)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {config_key(path): content for path, content in spec.files},
     }
 
 
 def _deployment(spec: DeploySpec) -> dict[str, Any]:
     selector = {"app.kubernetes.io/name": spec.object_name}
-    shm = shm_bytes_for(spec.gpus_per_replica)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -230,32 +308,21 @@ def _deployment(spec: DeploySpec) -> dict[str, Any]:
             "strategy": {"type": "Recreate"},
             "template": {
                 "metadata": {"labels": _labels(spec)},
-                "spec": {
-                    "containers": [_container(spec)],
-                    "volumes": [
-                        {
-                            "name": "dshm",
-                            "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm // GIB}Gi"},
-                        },
-                        _cache_volume(spec.model_cache),
-                    ],
-                    "tolerations": [
-                        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-                    ],
-                },
+                "spec": pod_spec(spec, [container(spec)]),
             },
         },
     }
 
 
-def _service(spec: DeploySpec) -> dict[str, Any]:
+def service(spec: DeploySpec, selector: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``ClusterIP`` Service of the pool (``selector`` adds to the pool's name label)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(spec),
         "spec": {
             "type": "ClusterIP",
-            "selector": {"app.kubernetes.io/name": spec.object_name},
+            "selector": {"app.kubernetes.io/name": spec.object_name, **(selector or {})},
             "ports": [
                 {
                     "name": "http",
@@ -269,8 +336,10 @@ def _service(spec: DeploySpec) -> dict[str, Any]:
 
 
 def deployment_objects(spec: DeploySpec) -> list[dict[str, Any]]:
-    """The pool's ``Deployment`` and ``Service``, in apply order (Service first)."""
-    return [_service(spec), _deployment(spec)]
+    """The pool's ``Deployment`` and ``Service``, in apply order (Service first), preceded by
+    the ConfigMap of the files its command reads, if any."""
+    head = [config_map(spec)] if spec.files else []
+    return [*head, service(spec), _deployment(spec)]
 
 
 def kserve_inference_service(spec: DeploySpec) -> dict[str, Any]:
