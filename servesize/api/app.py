@@ -7,10 +7,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from servesize import __version__
 from servesize.api.compute import ComputeGate, Gates
 from servesize.api.errors import install_error_handlers
+from servesize.api.jobs import JobExecutor
 from servesize.api.logs import configure_logging, logging_config
 from servesize.api.lookups import LookupCache
 from servesize.api.metrics import HttpMetrics
@@ -23,6 +25,8 @@ from servesize.api.ratelimit import AUTH_FAILURES_POLICY, RateLimiter, RateLimit
 from servesize.api.routes import (
     hardware,
     health,
+    job_tasks,
+    jobs,
     keys,
     memory,
     models,
@@ -98,9 +102,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     db_engine = create_db_engine(settings.database_url, **pool)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        db_engine.dispose()
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        jobs = JobExecutor(
+            app.state.sessionmaker, task=job_tasks.compute, workers=settings.job_workers
+        )
+        await run_in_threadpool(jobs.fail_unfinished)
+        app.state.jobs = jobs
+        try:
+            yield
+        finally:
+            app.state.jobs = None
+            await run_in_threadpool(jobs.shutdown)
+            db_engine.dispose()
 
     app = FastAPI(
         title="servesize",
@@ -150,6 +163,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         slo,
         sizing,
         plans,
+        jobs,
     ):
         app.include_router(module.router)
 
