@@ -154,6 +154,19 @@ def _replayed(repo: JobRepository, key: ApiKey, idempotency_key: str, sha: str) 
     return earlier
 
 
+def _queued_row(key: ApiKey, kind: str, inner: dict[str, Any], sha: str, ikey: str | None) -> Job:
+    return Job(
+        id=f"job_{secrets.token_hex(8)}",
+        owner_key_id=key.id,
+        kind=kind,
+        state="queued",
+        request=inner,
+        request_sha256=sha,
+        idempotency_key=ikey,
+        created_at=utc_now(),
+    )
+
+
 def _load(repo: JobRepository, job_id: str, key: ApiKey) -> Job:
     row = repo.get(job_id)
     if row is None:
@@ -200,16 +213,7 @@ def submit_job(
         inputs = prepare(body.kind, body.request, lookups)
     except (ApiError, PlanningError, ReplicaError) as exc:
         raise _RequestProblemError(problem_of(exc)) from None
-    row = Job(
-        id=f"job_{secrets.token_hex(8)}",
-        owner_key_id=key.id,
-        kind=body.kind,
-        state="queued",
-        request=inner,
-        request_sha256=sha,
-        idempotency_key=ikey,
-        created_at=utc_now(),
-    )
+    row = _queued_row(key, body.kind, inner, sha, ikey)
     with transaction(factory) as session:
         JobRepository(session).add(row)
     executor.submit(row.id, body.kind, inner, inputs)
