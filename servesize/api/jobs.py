@@ -66,9 +66,16 @@ CANCEL_POLL_S = 0.05
 
 
 class JobTask(Protocol):
-    """``task(kind, request, inputs) -> response body``: module-level, so it pickles by name."""
+    """``task(kind, request, inputs, report) -> response body``, ``report(done, total)`` for
+    progress; module-level, so it pickles by name."""
 
-    def __call__(self, kind: str, request: dict[str, Any], inputs: Any) -> dict[str, Any]: ...
+    def __call__(
+        self,
+        kind: str,
+        request: dict[str, Any],
+        inputs: Any,
+        report: Callable[[int, int | None], None],
+    ) -> dict[str, Any]: ...
 
 
 class _Flag(Protocol):
@@ -119,8 +126,15 @@ def run_task(
         return {"state": "cancelled", "started_at": None}
     started_at = utc_now()
     events.put(("started", job_id, started_at))
+    progress: list[tuple[int, int | None]] = []
+
+    def report(done: int, total: int | None) -> None:
+        progress[:] = [(done, total)]
+        with contextlib.suppress(OSError, EOFError):
+            events.put(("progress", job_id, done, total))
+
     ticket: _Ticket[None, dict[str, Any]] = _Ticket(
-        lambda: None, lambda _: task(kind, request, inputs)
+        lambda: None, lambda _: task(kind, request, inputs, report)
     )
     stop = threading.Event()
 
@@ -146,11 +160,16 @@ def run_task(
         stop.set()
         watcher.join()
     outcome["started_at"] = started_at
+    outcome["progress"] = progress[0] if progress else None
     return outcome
 
 
 def _mark_started(repo: JobRepository, *, job_id: str, started_at: datetime) -> None:
     repo.mark_started(job_id, started_at)
+
+
+def _progress(repo: JobRepository, *, job_id: str, done: int, total: int | None) -> None:
+    repo.progress(job_id, done, total)
 
 
 def _finish(repo: JobRepository, *, job_id: str, state: str, error: dict[str, Any]) -> None:
@@ -247,6 +266,10 @@ class JobExecutor:
                 return
             if event is None:
                 return
+            if event[0] == "progress":
+                _, job_id, done, total = event
+                self._write(job_id, partial(_progress, job_id=job_id, done=done, total=total))
+                continue
             _, job_id, started_at = event
             assert isinstance(started_at, datetime)
             self._write(job_id, partial(_mark_started, job_id=job_id, started_at=started_at))
@@ -272,6 +295,7 @@ class JobExecutor:
                 started_at=started if isinstance(started, datetime) else None,
                 result=outcome.get("result"),
                 error=outcome.get("error"),
+                progress=outcome.get("progress"),
             ),
         )
 

@@ -273,6 +273,7 @@ class JobRepository:
         started_at: datetime | None = None,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        progress: tuple[int, int | None] | None = None,
     ) -> bool:
         """End a job that is still queued or running; False if it had already ended."""
         values: dict[str, Any] = {
@@ -281,6 +282,8 @@ class JobRepository:
             "result": result,
             "error": error,
         }
+        if progress is not None:
+            values["progress_done"], values["progress_total"] = progress
         if started_at is not None:
             values["started_at"] = func.coalesce(Job.started_at, started_at)
         done = self.session.execute(

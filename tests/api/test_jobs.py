@@ -126,6 +126,16 @@ def test_a_job_answers_what_the_synchronous_endpoint_answers(
     sync = jobs_client.post(SYNC[kind], json=body)
     assert sync.status_code == 200, sync.text
     assert _without_elapsed(done["result"]) == _without_elapsed(sync.json())
+    if kind == "capacity":
+        # Every simulation of the search counted once: full runs simulate 60 requests,
+        # screening runs 60 // 4 = 15, so full = (simulated - 15 * short) / 60.
+        result = done["result"]
+        short = result["short_probes"]
+        full, rest = divmod(result["simulated_requests"] - 15 * short, 60)
+        assert rest == 0
+        assert done["progress"] == {"done": full + short, "total": full + short}
+    else:
+        assert done["progress"] is None
 
 
 def test_same_idempotency_key_same_job_other_body_409(

@@ -9,6 +9,7 @@ inputs, returning the response body the synchronous endpoint answers with.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from servesize.api.lookups import LookupCache
@@ -16,7 +17,7 @@ from servesize.api.models_resolver import ResolvedModel
 from servesize.api.replica_resolver import ReplicaInputs, request_inputs
 from servesize.api.routes.simulate import _simulate, check_replicas
 from servesize.api.routes.sizing import _check_prices, _Hardware, _hardware, _size
-from servesize.api.routes.slo import _capacity
+from servesize.api.routes.slo import _capacity, search_runs
 from servesize.schemas.base import RequestModel
 from servesize.schemas.simulate import SimulateRequest
 from servesize.schemas.sizing import SizingRequest
@@ -40,8 +41,14 @@ def prepare(kind: str, body: RequestModel, lookups: LookupCache) -> Any:
     return request_inputs(body, lookups)
 
 
-def compute(kind: str, request: dict[str, Any], inputs: Any) -> dict[str, Any]:
-    """The synchronous endpoint's response body for ``request`` (runs in a pool worker)."""
+def compute(
+    kind: str, request: dict[str, Any], inputs: Any, report: Callable[[int, int | None], None]
+) -> dict[str, Any]:
+    """The synchronous endpoint's response body for ``request`` (runs in a pool worker).
+
+    ``report(done, total)``: a capacity search reports each simulation against the most it may
+    run (:func:`~servesize.api.routes.slo.search_runs`) and, when it ends, ``(runs, runs)``;
+    sizing and simulation report nothing (progress stays null)."""
     if kind == "sizing":
         model, hardware = inputs
         assert isinstance(model, ResolvedModel)
@@ -53,6 +60,15 @@ def compute(kind: str, request: dict[str, Any], inputs: Any) -> dict[str, Any]:
     else:
         assert kind == "capacity"
         assert isinstance(inputs, ReplicaInputs)
-        answer = _capacity(SloCapacityRequest.model_validate(request), inputs)
+        body = SloCapacityRequest.model_validate(request)
+        most = search_runs(body)
+        runs: list[int] = [0]
+
+        def on_probe(done: int) -> None:
+            runs[0] = done
+            report(done, most)
+
+        answer = _capacity(body, inputs, on_probe)
+        report(runs[0], runs[0])
     out: dict[str, Any] = answer.model_dump(mode="json", by_alias=True)
     return out
