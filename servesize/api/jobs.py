@@ -33,6 +33,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
@@ -125,7 +126,7 @@ def run_task(
     if cancel.is_set():
         return {"state": "cancelled", "started_at": None}
     started_at = utc_now()
-    events.put(("started", job_id, started_at))
+    events.put(("started", job_id, started_at, os.getpid()))
     progress: list[tuple[int, int | None]] = []
 
     def report(done: int, total: int | None) -> None:
@@ -196,6 +197,8 @@ class JobExecutor:
         self._events: _Queue | None = None
         self._listener: threading.Thread | None = None
         self._jobs: dict[str, tuple[Future[dict[str, Any]], _Flag]] = {}
+        self.pids: dict[str, int] = {}
+        """The worker process id of each running job (until it finishes)."""
         self._closed = False
 
     def fail_unfinished(self) -> int:
@@ -228,9 +231,15 @@ class JobExecutor:
                 raise RuntimeError("the job executor is shut down")
             pool, manager, events = self._start()
             cancel: _Flag = manager.Event()
-            future = pool.submit(
-                run_task, self._task, job_id, kind, request, inputs, cancel, events
-            )
+            args = (self._task, job_id, kind, request, inputs, cancel, events)
+            try:
+                future = pool.submit(run_task, *args)
+            except BrokenProcessPool:  # a worker died: its jobs failed; start a new pool
+                pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = pool = ProcessPoolExecutor(
+                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+                )
+                future = pool.submit(run_task, *args)
             self._jobs[job_id] = (future, cancel)
         future.add_done_callback(lambda done: self._finished(job_id, done))
 
@@ -270,12 +279,14 @@ class JobExecutor:
                 _, job_id, done, total = event
                 self._write(job_id, partial(_progress, job_id=job_id, done=done, total=total))
                 continue
-            _, job_id, started_at = event
+            _, job_id, started_at, pid = event
             assert isinstance(started_at, datetime)
+            self.pids[job_id] = int(pid)
             self._write(job_id, partial(_mark_started, job_id=job_id, started_at=started_at))
 
     def _finished(self, job_id: str, future: Future[dict[str, Any]]) -> None:
         self._jobs.pop(job_id, None)
+        self.pids.pop(job_id, None)
         if future.cancelled():
             return  # dropped from the queue by DELETE, which stored the state
         exc = future.exception()

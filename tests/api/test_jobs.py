@@ -5,6 +5,8 @@ The pool has one worker process (``JOB_WORKERS=1``), so a second job waits behin
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -277,3 +279,24 @@ def test_a_bad_inner_body_is_a_422_under_request(
     assert unknown_kind.status_code == 422
     assert unknown_kind.json()["errors"][0]["pointer"] == "/kind"
     assert jobs_client.get("/v1/jobs", headers=bearer(key)).json()["total"] == 0
+
+
+def test_a_worker_killed_mid_job_fails_the_job_and_the_pool_recovers(
+    jobs_client: TestClient, create_key: Callable[..., str]
+) -> None:
+    key = create_key(Scope.JOBS_WRITE)
+    job_id = submit(jobs_client, key, "simulate", LONG_SIMULATE).json()["id"]
+    wait_for(jobs_client, key, job_id, {"running"})
+    executor = _executor(jobs_client)
+    deadline = time.monotonic() + POLL_LIMIT_S
+    while job_id not in executor.pids:  # the listener stores the pid with the start
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(executor.pids[job_id], signal.SIGKILL)
+
+    failed = wait_for(jobs_client, key, job_id, {"failed", "succeeded", "cancelled"})
+    assert failed["state"] == "failed"
+    assert failed["error"]["type"] == "urn:servesize:problem:worker-failed"
+    assert failed["result"] is None
+    after = submit(jobs_client, key, "simulate", SIMULATE).json()["id"]
+    assert wait_for(jobs_client, key, after, {"succeeded", "failed"})["state"] == "succeeded"
