@@ -300,3 +300,23 @@ def test_a_worker_killed_mid_job_fails_the_job_and_the_pool_recovers(
     assert failed["result"] is None
     after = submit(jobs_client, key, "simulate", SIMULATE).json()["id"]
     assert wait_for(jobs_client, key, after, {"succeeded", "failed"})["state"] == "succeeded"
+
+
+def test_stopping_the_service_during_a_job_fails_it_with_the_restart_reason(
+    make_client: Callable[..., TestClient], create_key: Callable[..., str]
+) -> None:
+    key = create_key(Scope.JOBS_WRITE)
+    first = make_client(job_workers=1)
+    job_id = submit(first, key, "simulate", LONG_SIMULATE).json()["id"]
+    wait_for(first, key, job_id, {"running"})
+    future = _executor(first).future(job_id)
+    assert future is not None
+    first.__exit__(None, None, None)  # the lifespan ends: the pool is shut down
+    assert future.done()
+    assert future.result()["state"] == "cancelled"  # stopped, not run to the end
+
+    second = make_client(job_workers=1)
+    job = second.get(f"/v1/jobs/{job_id}", headers=bearer(key)).json()
+    assert job["state"] == "failed"
+    assert job["error"]["reason"] == RESTART_REASON
+    assert job["result"] is None

@@ -180,8 +180,11 @@ def _load(repo: JobRepository, job_id: str, key: ApiKey) -> Job:
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobOut,
     responses={
+        401: {"description": "No API key, or not a live one"},
+        403: {"description": "The key lacks scope jobs:write"},
         409: {"description": "The Idempotency-Key was used for a different job"},
         422: {"description": "The inner request is invalid (pointers under /request)"},
+        503: {"description": "The job executor is not running"},
     },
 )
 def submit_job(
@@ -221,7 +224,14 @@ def submit_job(
     return job_out(row)
 
 
-@router.get("", response_model=Page[JobSummary])
+_READ_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No API key, or not a live one"},
+    403: {"description": "The job belongs to another key (owner or admin only)"},
+    404: {"description": "No such job"},
+}
+
+
+@router.get("", response_model=Page[JobSummary], responses={401: _READ_RESPONSES[401]})
 def list_jobs(
     session: SessionDep,
     key: ReaderKey,
@@ -235,13 +245,17 @@ def list_jobs(
     return page.page([JobSummary.model_validate(r) for r in rows], total)
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id}", response_model=JobOut, responses=_READ_RESPONSES)
 def get_job(job_id: str, session: SessionDep, key: ReaderKey) -> JobOut:
     """A job's state, progress, times, and its result or problem once finished."""
     return job_out(_load(JobRepository(session), job_id, key))
 
 
-@router.delete("/{job_id}", response_model=JobOut, responses={409: {"description": "Finished"}})
+@router.delete(
+    "/{job_id}",
+    response_model=JobOut,
+    responses=_READ_RESPONSES | {409: {"description": "The job already succeeded or failed"}},
+)
 def cancel_job(job_id: str, request: Request, key: ReaderKey) -> JobOut:
     """Cancel a job: a queued one never starts, a running one is stopped. A job that already
     succeeded or failed is a 409; cancelling a cancelled job changes nothing."""
