@@ -158,6 +158,11 @@ def test_same_idempotency_key_same_job_other_body_409(
     assert fresh.json()["id"] != first.json()["id"]
     listing = jobs_client.get("/v1/jobs", headers=bearer(key)).json()
     assert listing["total"] == 2
+    first_page = jobs_client.get("/v1/jobs", params={"limit": 1}, headers=bearer(key)).json()
+    assert first_page["next_offset"] == 1
+    assert [j["id"] for j in first_page["items"]] == [fresh.json()["id"]]  # newest first
+    bad_state = jobs_client.get("/v1/jobs", params={"state": "done"}, headers=bearer(key))
+    assert bad_state.status_code == 422
 
 
 def test_cancel_a_running_job_stops_it_and_a_queued_one_never_starts(
