@@ -22,6 +22,7 @@ class Scope(StrEnum):
     MODELS_WRITE = "models:write"
     PROFILES_WRITE = "profiles:write"
     PLANS_WRITE = "plans:write"
+    JOBS_WRITE = "jobs:write"
     ADMIN = "admin"
 
 

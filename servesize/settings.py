@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     """Longest a computation may take, queueing included; past it the work is interrupted and
     the request gets 503 ``deadline-exceeded``."""
 
+    job_workers: int | None = Field(default=None, ge=1, le=256)
+    """Processes of the embedded job pool (``POST /v1/jobs``); unset: ``os.cpu_count()``."""
+
     lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
     """How long a cached hardware profile or custom model is used before it is checked against
     the database again (writes through this process invalidate at once; this bounds how long a

@@ -7,11 +7,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from servesize import __version__
 from servesize.api.compute import ComputeGate, Gates
 from servesize.api.errors import install_error_handlers
 from servesize.api.input_limits import refuse_nul_parameters
+from servesize.api.jobs import JobExecutor
 from servesize.api.logs import configure_logging, logging_config
 from servesize.api.lookups import LookupCache
 from servesize.api.metrics import HttpMetrics
@@ -26,6 +28,8 @@ from servesize.api.routes import (
     accuracy,
     hardware,
     health,
+    job_tasks,
+    jobs,
     keys,
     memory,
     models,
@@ -101,9 +105,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     db_engine = create_db_engine(settings.database_url, **pool)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        db_engine.dispose()
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        jobs = JobExecutor(
+            app.state.sessionmaker, task=job_tasks.compute, workers=settings.job_workers
+        )
+        await run_in_threadpool(jobs.fail_unfinished)
+        app.state.jobs = jobs
+        try:
+            yield
+        finally:
+            app.state.jobs = None
+            await run_in_threadpool(jobs.shutdown)
+            db_engine.dispose()
 
     app = FastAPI(
         title="servesize",
@@ -153,6 +166,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sizing,
         plans,
         accuracy,
+        jobs,
     ):
         app.include_router(module.router)
     install_openapi(app)

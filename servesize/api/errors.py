@@ -169,6 +169,11 @@ def validation_errors(errors: Sequence[Any], body: Any = None) -> list[dict[str,
         loc = list(error.get("loc", ()))
         location = str(loc[0]) if loc else "body"
         parts = loc[1:]
+        if error.get("type") in {"union_tag_invalid", "union_tag_not_found"}:
+            # A bad or missing discriminator: point at the tag field itself.
+            tag = str((error.get("ctx") or {}).get("discriminator", "")).strip("'\"")
+            if tag:
+                parts = [*parts, tag]
         if location == "body" and body is not None:
             parts = _document_path(parts, body)
         out.append(

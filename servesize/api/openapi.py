@@ -277,6 +277,10 @@ EXTRA_STATUSES: dict[str, tuple[int, ...]] = {
     "updateHardwareProfile": (400, 412, 428),
     "deleteHardwareProfile": (400, 409, 412, 428),
     "uploadMeasurement": (400, 409),
+    # A finished job cannot be cancelled; a submission names a model or profile that does not
+    # exist, or reuses an Idempotency-Key with another body.
+    "cancelJob": (409,),
+    "submitJob": (404, 409),
     # A model or hardware profile named in the body that does not exist.
     **dict.fromkeys(
         (
@@ -287,10 +291,11 @@ EXTRA_STATUSES: dict[str, tuple[int, ...]] = {
             "simulateServing",
             "evaluateSlo",
             "findSloCapacity",
-            "createSizing",
         ),
         (404,),
     ),
+    # save=true with a key that lacks plans:write.
+    "createSizing": (403, 404),
 }
 """Statuses an operation answers beyond those its shape implies (see :func:`_statuses`)."""
 

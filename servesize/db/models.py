@@ -219,3 +219,35 @@ class PlanVerification(Base):
     hardware: Mapped[str] = mapped_column(String(64))
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
     """The verify answer as returned (metrics predicted against measured, SLO held)."""
+
+
+class Job(Base):
+    """A planning request run in the background (``POST /v1/jobs``) and its outcome."""
+
+    __tablename__ = "job"
+    __table_args__ = (UniqueConstraint("owner_key_id", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    """Public id, ``job_<16 hex digits>``."""
+    owner_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None, index=True
+    )
+    """The API key that submitted it; only it or an ``admin`` key may read or cancel it."""
+    kind: Mapped[str] = mapped_column(String(16))
+    """``sizing``, ``capacity`` or ``simulate``."""
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    """``queued``, ``running``, ``succeeded``, ``failed`` or ``cancelled``."""
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The inner request body as validated (defaults filled in)."""
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    """Fingerprint of the kind and the canonical request: an idempotent replay must match it."""
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), default=None)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    progress_done: Mapped[int | None] = mapped_column(Integer, default=None)
+    progress_total: Mapped[int | None] = mapped_column(Integer, default=None)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """The synchronous endpoint's response body, once succeeded."""
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """An RFC 9457 problem (``status``, ``type`` slug, ``detail``, ...), once failed."""

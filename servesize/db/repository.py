@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from servesize.db.models import (
@@ -13,6 +15,7 @@ from servesize.db.models import (
     HardwareMeasurement,
     HardwareProfile,
     InstanceSecret,
+    Job,
     PlanVerification,
     SavedPlan,
 )
@@ -230,3 +233,92 @@ class PlanRepository:
         if hardware is not None:
             query = query.where(PlanVerification.hardware == hardware)
         return list(self.session.scalars(query.order_by(PlanVerification.id)))
+
+
+ACTIVE_JOB_STATES = ("queued", "running")
+
+
+class JobRepository:
+    """Background jobs. State changes are conditional updates, so a late callback never
+    overwrites a job that was cancelled (or failed by a restart) in the meantime."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, job_id: str) -> Job | None:
+        return self.session.get(Job, job_id)
+
+    def add(self, row: Job) -> Job:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def by_idempotency_key(self, owner_key_id: int, key: str) -> Job | None:
+        return self.session.scalars(
+            select(Job).where(Job.owner_key_id == owner_key_id, Job.idempotency_key == key)
+        ).first()
+
+    def page(
+        self, *, owner_key_id: int | None, state: str | None, offset: int, limit: int
+    ) -> tuple[Sequence[Job], int]:
+        """Newest first; ``owner_key_id=None`` lists every owner's jobs (admin)."""
+        query = select(Job)
+        if owner_key_id is not None:
+            query = query.where(Job.owner_key_id == owner_key_id)
+        if state is not None:
+            query = query.where(Job.state == state)
+        total = self.session.scalar(select(func.count()).select_from(query.subquery())) or 0
+        rows = self.session.scalars(
+            query.order_by(Job.created_at.desc(), Job.id.desc()).offset(offset).limit(limit)
+        ).all()
+        return rows, total
+
+    def mark_started(self, job_id: str, started_at: datetime) -> None:
+        self.session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.state == "queued")
+            .values(state="running", started_at=started_at)
+        )
+
+    def progress(self, job_id: str, done: int, total: int | None) -> None:
+        self.session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.state.in_(ACTIVE_JOB_STATES))
+            .values(progress_done=done, progress_total=total)
+        )
+
+    def finish(
+        self,
+        job_id: str,
+        *,
+        state: str,
+        started_at: datetime | None = None,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        progress: tuple[int, int | None] | None = None,
+    ) -> bool:
+        """End a job that is still queued or running; False if it had already ended."""
+        values: dict[str, Any] = {
+            "state": state,
+            "finished_at": utc_now(),
+            "result": result,
+            "error": error,
+        }
+        if progress is not None:
+            values["progress_done"], values["progress_total"] = progress
+        if started_at is not None:
+            values["started_at"] = func.coalesce(Job.started_at, started_at)
+        done = self.session.execute(
+            update(Job).where(Job.id == job_id, Job.state.in_(ACTIVE_JOB_STATES)).values(**values)
+        )
+        return bool(getattr(done, "rowcount", 0))
+
+    def fail_unfinished(self, error: dict[str, Any]) -> int:
+        """Mark every queued or running job failed (a previous process left them); returns how
+        many."""
+        done = self.session.execute(
+            update(Job)
+            .where(Job.state.in_(ACTIVE_JOB_STATES))
+            .values(state="failed", finished_at=utc_now(), error=error)
+        )
+        return int(getattr(done, "rowcount", 0))

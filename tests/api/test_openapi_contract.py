@@ -27,6 +27,7 @@ WRITE_SCOPES = {
     ("patch", "/v1/hardware/{profile_id}"): "admin",
     ("delete", "/v1/hardware/{profile_id}"): "admin",
     ("post", "/v1/hardware/{profile_id}/measurements"): "profiles:write",
+    ("post", "/v1/jobs"): "jobs:write",
 }
 
 

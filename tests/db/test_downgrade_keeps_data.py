@@ -82,16 +82,15 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
     finally:
         db_engine.dispose()
     # A downgrade that drops only empty columns and tables goes ahead without asking: the
-    # newest revision drops the (empty) plan_verification table, the one before it saved_plan,
-    # the one before that the owner columns.
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-1")] == [
-        "plan_verification"
-    ]
+    # newest revision drops the (empty) job table, the one before it plan_verification, then
+    # saved_plan, then the owner columns.
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-1")] == ["job"]
     assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-2")] == [
+        "job",
         "plan_verification",
-        "saved_plan",
     ]
-    assert migrate.downgrade_losses(fresh_url, "-3")[2].target == "custom_model.owner_key_id"
+    assert migrate.downgrade_losses(fresh_url, "-3")[2].target == "saved_plan"
+    assert migrate.downgrade_losses(fresh_url, "-4")[3].target == "custom_model.owner_key_id"
 
 
 def test_instance_secret_survives_downgrade_and_upgrade(fresh_url: str) -> None:

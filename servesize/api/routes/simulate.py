@@ -22,7 +22,7 @@ from servesize.api.simulation_runner import run_simulation
 from servesize.core.simulation import ClientOverheads
 from servesize.schemas.simulate import SimulateRequest, SimulateResponse
 
-__all__ = ["EXAMPLES", "latency_out", "router"]
+__all__ = ["EXAMPLES", "check_replicas", "latency_out", "router"]
 
 router = APIRouter(prefix="/v1", tags=["simulation"], dependencies=[ReadAccess])
 
@@ -127,6 +127,16 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 }
 
 
+def check_replicas(body: SimulateRequest) -> None:
+    """With disaggregation the pools set the replicas: ``replicas`` must stay 1."""
+    if body.disaggregation is not None and body.replicas != 1:
+        raise UnprocessableError(
+            "with disaggregation the pools set the replicas; leave replicas at 1",
+            slug="invalid-replicas",
+            errors=[{"location": "body", "pointer": "/replicas", "detail": "must be 1"}],
+        )
+
+
 def _simulate(body: SimulateRequest, inputs: ReplicaInputs) -> SimulateResponse:
     built = request_replica(body, inputs)
     overheads = body.overheads
@@ -153,12 +163,7 @@ async def simulate_serving(
     (Poisson, gamma, constant, closed loop or a replayed trace): TTFT, ITL, TPOT and E2E
     distributions — client-observed and engine-internal — throughput, goodput, failures,
     stability; optionally prefill/decode disaggregation."""
-    if body.disaggregation is not None and body.replicas != 1:
-        raise UnprocessableError(
-            "with disaggregation the pools set the replicas; leave replicas at 1",
-            slug="invalid-replicas",
-            errors=[{"location": "body", "pointer": "/replicas", "detail": "must be 1"}],
-        )
+    check_replicas(body)
     return await gates.heavy.run(
         request, lambda inputs: _simulate(body, inputs), lambda: request_inputs(body, lookups)
     )

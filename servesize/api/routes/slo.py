@@ -12,6 +12,7 @@ with a 422 that says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import numpy as np
@@ -306,6 +307,13 @@ def _evaluate(body: SloEvaluateRequest, inputs: ReplicaInputs) -> SloEvaluateRes
     )
 
 
+def search_runs(body: SloCapacityRequest) -> int:
+    """Most simulations a capacity search may run: the full-length ones
+    (:func:`~servesize.core.slo.max_search_runs`), each with a screening run when ``screen``."""
+    runs = max_search_runs(body.search.max_probes, body.search.curve_points)
+    return runs * (2 if body.search.screen else 1)
+
+
 def _search_bounds(body: SloCapacityRequest, workload: Workload) -> None:
     """Refuse a search whose probes together could simulate too much."""
     traffic, search = body.traffic, body.search
@@ -341,9 +349,18 @@ class _Prober:
     simulated at a load (a quarter of the requests when short, the seed moved by the offset),
     counting the requests simulated."""
 
-    def __init__(self, built: ResolvedReplica, traffic: TrafficIn, policy: Any) -> None:
+    def __init__(
+        self,
+        built: ResolvedReplica,
+        traffic: TrafficIn,
+        policy: Any,
+        on_probe: Callable[[int], None] | None = None,
+    ) -> None:
         self.built, self.traffic, self.policy = built, traffic, policy
         self.simulated_requests = 0
+        self.runs = 0
+        """Simulations run (full-length and screening)."""
+        self.on_probe = on_probe
 
     def __call__(
         self, load: float, short: bool, seed_offset: int, objective: ServiceLevelObjective
@@ -360,6 +377,9 @@ class _Prober:
         summary, ev, _ = _evaluate_run(
             self.built, traffic.model_copy(update=update), objective, policy=self.policy
         )
+        self.runs += 1
+        if self.on_probe is not None:
+            self.on_probe(self.runs)
         return curve_point(load, summary, ev, short=short)
 
 
@@ -406,10 +426,15 @@ async def slo_capacity(
     )
 
 
-def _capacity(body: SloCapacityRequest, inputs: ReplicaInputs) -> SloCapacityResponse:
+def _capacity(
+    body: SloCapacityRequest,
+    inputs: ReplicaInputs,
+    on_probe: Callable[[int], None] | None = None,
+) -> SloCapacityResponse:
+    """The capacity answer; ``on_probe(runs)`` after each simulation (jobs report progress)."""
     built, objective, workload, zero_ttft_p95 = _prepared(body, inputs)
     _search_bounds(body, workload)
-    probe = _Prober(built, body.traffic, body.policy)
+    probe = _Prober(built, body.traffic, body.policy, on_probe)
     plan = _plan(body, built, objective, probe, zero_ttft_p95)
     response = capacity_out(
         built,

@@ -1,0 +1,74 @@
+"""What each job kind runs: the synchronous routes' own lookup and computation, split so the
+lookup happens in the API process and the computation in a pool worker
+(:mod:`servesize.api.jobs`).
+
+``prepare`` resolves references through the lookup cache and applies the checks the route makes
+before computing; ``compute`` is a pure function of the request body (JSON) and those resolved
+inputs, returning the response body the synchronous endpoint answers with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from servesize.api.lookups import LookupCache
+from servesize.api.models_resolver import ResolvedModel
+from servesize.api.replica_resolver import ReplicaInputs, request_inputs
+from servesize.api.routes.simulate import _simulate, check_replicas
+from servesize.api.routes.sizing import _check_prices, _Hardware, _hardware, _size
+from servesize.api.routes.slo import _capacity, search_runs
+from servesize.schemas.base import RequestModel
+from servesize.schemas.simulate import SimulateRequest
+from servesize.schemas.sizing import SizingRequest
+from servesize.schemas.slo import SloCapacityRequest
+
+__all__ = ["compute", "prepare"]
+
+
+def prepare(kind: str, body: RequestModel, lookups: LookupCache) -> Any:
+    """The resolved inputs of a job (picklable), after the route's own pre-checks."""
+    if kind == "sizing":
+        assert isinstance(body, SizingRequest)
+        _check_prices(body.prices)
+        return (lookups.model(body.model), _hardware(body, lookups))
+    if kind == "simulate":
+        assert isinstance(body, SimulateRequest)
+        check_replicas(body)
+        return request_inputs(body, lookups)
+    assert kind == "capacity"
+    assert isinstance(body, SloCapacityRequest)
+    return request_inputs(body, lookups)
+
+
+def compute(
+    kind: str, request: dict[str, Any], inputs: Any, report: Callable[[int, int | None], None]
+) -> dict[str, Any]:
+    """The synchronous endpoint's response body for ``request`` (runs in a pool worker).
+
+    ``report(done, total)``: a capacity search reports each simulation against the most it may
+    run (:func:`~servesize.api.routes.slo.search_runs`) and, when it ends, ``(runs, runs)``;
+    sizing and simulation report nothing (progress stays null)."""
+    if kind == "sizing":
+        model, hardware = inputs
+        assert isinstance(model, ResolvedModel)
+        assert isinstance(hardware, _Hardware)
+        answer: Any = _size(SizingRequest.model_validate(request), model, hardware)
+    elif kind == "simulate":
+        assert isinstance(inputs, ReplicaInputs)
+        answer = _simulate(SimulateRequest.model_validate(request), inputs)
+    else:
+        assert kind == "capacity"
+        assert isinstance(inputs, ReplicaInputs)
+        body = SloCapacityRequest.model_validate(request)
+        most = search_runs(body)
+        runs: list[int] = [0]
+
+        def on_probe(done: int) -> None:
+            runs[0] = done
+            report(done, most)
+
+        answer = _capacity(body, inputs, on_probe)
+        report(runs[0], runs[0])
+    out: dict[str, Any] = answer.model_dump(mode="json", by_alias=True)
+    return out
