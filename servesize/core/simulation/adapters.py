@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 _INF = math.inf
+_min = np.minimum.reduce
+_max = np.maximum.reduce
 
 MIN_STEP_S = 1e-9
 """Floor on a step's duration, so an empty step (no work, uncalibrated model) still takes
@@ -199,7 +201,7 @@ class FastStepTimeAdapter(SingleStepTime, DecodeRunStepTime):
         b = float(decode_seqs)
         contexts = np.ravel(np.asarray(decode_context_tokens, dtype=np.float64))
         if not (0.0 <= b < _INF) or (
-            contexts.size and not (contexts.min() >= 0.0 and contexts.max() < _INF)
+            contexts.size and not (_min(contexts) >= 0.0 and _max(contexts) < _INF)
         ):
             low, high = (contexts.min(), contexts.max()) if contexts.size else (None, None)
             raise ValueError(

@@ -25,6 +25,8 @@ _INF = math.inf
 _FIRST_RUN_CHUNK = 8
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 _sum = np.add.reduce
+_min = np.minimum.reduce
+_max = np.maximum.reduce
 
 
 @dataclass(slots=True, kw_only=True)
@@ -95,7 +97,7 @@ class DecodeRunAccelerator:
         nb = int(ids.size)
         ntok = tab.num_tokens[ids]
         remaining = tab.final_tokens[ids] - ntok
-        first_done = int(remaining.min())
+        first_done = int(_min(remaining))
         c = ntok - 1  # every request in a decode batch has computed = num_tokens - 1
         bs = state.pool.block_size_tokens
         k0 = (-c) % bs
@@ -136,7 +138,7 @@ class DecodeRunAccelerator:
             dur = np.asarray(
                 self.step_time(zeros, np.zeros(m), batch, ctx, batch), dtype=np.float64
             )
-        if not (dur.min() > 0 and np.isfinite(dur.max())):
+        if not (_min(dur) > 0 and _max(dur) < _INF):
             raise ValueError("step time must be finite and > 0")
         run.ahead_durations = (
             np.concatenate((run.ahead_durations, dur)) if run.ahead_durations.size else dur
@@ -169,21 +171,21 @@ class DecodeRunAccelerator:
                 self._durations(run, max(want, growth) if run.chunks_evaluated else want)
                 run.chunks_evaluated += 1
             dur = run.ahead_durations
-            edges = np.cumsum(np.concatenate(((t0,), dur)))
+            edges = np.concatenate(((t0,), dur)).cumsum()
             starts = edges[:-1]
             take = int(dur.size)
             reason_other = False
             if limit < _INF:
-                cut = int(np.searchsorted(starts, limit, side="left"))
+                cut = int(starts.searchsorted(limit, side="left"))
                 if cut < take:
                     take, reason_other = cut, True
             if deadline < _INF:
-                cut = int(np.searchsorted(starts, deadline, side="right"))
+                cut = int(starts.searchsorted(deadline, side="right"))
                 if cut < take:
                     take, reason_other = cut, True
             if horizon_s < _INF:
                 side: Literal["left", "right"] = "right" if inclusive else "left"
-                cut = int(np.searchsorted(starts, horizon_s, side=side))
+                cut = int(starts.searchsorted(horizon_s, side=side))
                 if cut < take:
                     take, reason_other, at_horizon = cut, False, True
             waiting: int | np.ndarray = state.n_waiting
@@ -225,7 +227,7 @@ class DecodeRunAccelerator:
         last = run.steps - 1
         bs = state.pool.block_size_tokens
         crossings = (last // bs) * run.batch + int(
-            np.searchsorted(run.crossing_offsets, last % bs, side="right")
+            run.crossing_offsets.searchsorted(last % bs, side="right")
         )
         state.pool.take_run_crossings(run.free_blocks, crossings)
 
@@ -242,8 +244,8 @@ class DecodeRunAccelerator:
         bs = pool.block_size_tokens
         ids = run.ids
         steps = np.arange(k, dtype=np.int64)
-        crossings = (steps // bs) * run.batch + np.searchsorted(
-            run.crossing_offsets, steps % bs, side="right"
+        crossings = (steps // bs) * run.batch + run.crossing_offsets.searchsorted(
+            steps % bs, side="right"
         )
 
         def joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -291,7 +293,7 @@ def _absorb_arrivals(state: ReplicaState, starts: np.ndarray, k: int) -> tuple[i
         r = ids[end]
         d = float(tab.deadline_s[r])
         if d != _INF:
-            k = min(k, int(np.searchsorted(starts[:k], d, side="right")))
+            k = min(k, int(starts[:k].searchsorted(d, side="right")))
         end += 1
     while end > p and (k == 0 or times[end - 1] > starts[k - 1]):
         end -= 1
@@ -299,7 +301,7 @@ def _absorb_arrivals(state: ReplicaState, starts: np.ndarray, k: int) -> tuple[i
     if end == p:
         return k, np.full(k, base, dtype=np.int64)
     arrived = np.asarray(times[p:end], dtype=np.float64)
-    seen = np.searchsorted(starts[:k], arrived, side="left")
+    seen = starts[:k].searchsorted(arrived, side="left")
     for r, a, j in zip(ids[p:end], times[p:end], seen.tolist(), strict=True):
         state.lag_s += float(starts[j]) - a
         state.waiting.append(r)
@@ -308,5 +310,5 @@ def _absorb_arrivals(state: ReplicaState, starts: np.ndarray, k: int) -> tuple[i
             heapq.heappush(state.deadlines, (d, r))
     state.n_waiting = base + (end - p)
     state.arr_ptr = end
-    counts = np.searchsorted(arrived, starts[:k], side="right")
+    counts = arrived.searchsorted(starts[:k], side="right")
     return k, base + counts

@@ -250,7 +250,7 @@ class ReplicaSimulator(ReplicaState):
                 if after is None:
                     continue
                 blocked = after
-            if self.delay and np.isnan(self.tab.last_token_s[self.running]).any():
+            if self.delay and np.count_nonzero(np.isnan(self.tab.last_token_s[self.running])):
                 # A running request's next token is its first visible one: step it alone.
                 continue
             if runs.cut_at_once(self, blocked):

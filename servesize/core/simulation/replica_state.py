@@ -36,6 +36,7 @@ from servesize.core.simulation.steptime import SingleStepTime, StepTimeModel
 _INF = math.inf
 _EMPTY = np.zeros(0, dtype=np.int64)
 _sum = np.add.reduce
+_all = np.logical_and.reduce
 
 
 @dataclass(slots=True)
@@ -393,7 +394,7 @@ class ReplicaState:
         tab.computed_tokens[ids] = newc
         emit = newc == tab.num_tokens[ids]
         # A request that emits has computed all its tokens: it now holds one more.
-        if emit.all():
+        if _all(emit):
             em, ntok = ids, newc + 1
         else:
             em, ntok = ids[emit], newc[emit] + 1
@@ -405,7 +406,7 @@ class ReplicaState:
             # A token is a regular ITL sample (gap = this step's duration) iff the request's
             # previous token came out when this step started.
             regular = tab.last_token_s[em] == p.start_s
-            if regular.all():
+            if _all(regular):
                 weight = int(np.count_nonzero(tab.in_window[em]))
             else:
                 weight = int(np.count_nonzero(tab.in_window[em[regular]]))

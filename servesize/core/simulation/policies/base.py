@@ -95,7 +95,7 @@ class BatchFormation(ABC):
     ) -> np.ndarray:
         """Tokens per running request in this step: vLLM v1 serves them in admission order,
         each ``min(want, budget left)``, zero once the budget runs out."""
-        before = np.cumsum(want) - want
+        before = want.cumsum() - want
         return np.asarray(np.minimum(want, np.maximum(self.budget - before, 0)))
 
     def rebudget_survivors(

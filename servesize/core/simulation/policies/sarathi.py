@@ -33,7 +33,7 @@ class Sarathi(VllmV1):
         pre = ~is_dec
         if np.count_nonzero(pre):
             wp = want[pre]
-            before = np.cumsum(wp) - wp + int(np.count_nonzero(is_dec))
+            before = wp.cumsum() - wp + int(np.count_nonzero(is_dec))
             n[pre] = np.minimum(wp, np.maximum(self.budget - before, 0))
         return n
 
