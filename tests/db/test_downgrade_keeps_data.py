@@ -82,9 +82,16 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
     finally:
         db_engine.dispose()
     # A downgrade that drops only empty columns and tables goes ahead without asking: the
-    # newest revision drops the (empty) saved_plan table, the one before it the owner columns.
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-1")] == ["saved_plan"]
-    assert migrate.downgrade_losses(fresh_url, "-2")[1].target == "custom_model.owner_key_id"
+    # newest revisions drop the (empty) engine_calibration and saved_plan tables, the one
+    # before them the owner columns.
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-1")] == [
+        "engine_calibration"
+    ]
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-2")] == [
+        "engine_calibration",
+        "saved_plan",
+    ]
+    assert migrate.downgrade_losses(fresh_url, "-3")[2].target == "custom_model.owner_key_id"
 
 
 def test_instance_secret_survives_downgrade_and_upgrade(fresh_url: str) -> None:
