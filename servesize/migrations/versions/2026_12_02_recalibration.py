@@ -50,9 +50,7 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_engine_calibration")),
     )
-    op.create_index(
-        op.f("ix_engine_calibration_profile_id"), "engine_calibration", ["profile_id"]
-    )
+    op.create_index(op.f("ix_engine_calibration_profile_id"), "engine_calibration", ["profile_id"])
 
 
 def downgrade() -> None:
