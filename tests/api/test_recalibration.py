@@ -98,7 +98,8 @@ def test_preview_fits_and_changes_nothing(client: TestClient, writer: dict[str, 
     )
     assert response.status_code == 200, response.text
     out = response.json()
-    assert out["applied"] is False and out["calibration_id"] is None
+    assert out["applied"] is False
+    assert out["calibration_id"] is None
     # vLLM's shipped simulator request overhead (servesize/core/steptime/engines.py): 22.95 ms.
     assert abs(out["constants_before"]["request_overhead_s"] - 22.95e-3) < 1e-12
     assert out["fitted_before"]["step_time_scale"] == 1.0
@@ -140,7 +141,8 @@ def test_apply_changes_predictions_and_names_the_calibration(
     assert applied.status_code == 200, applied.text
     out = applied.json()
     cal = out["calibration_id"]
-    assert cal.startswith("cal_") and out["applied"] is True
+    assert cal.startswith("cal_")
+    assert out["applied"] is True
     assert _etag(client) != etag  # a new profile version
 
     listed = client.get(url).json()["items"]
