@@ -67,6 +67,9 @@ OPERATION_IDS: dict[str, str] = {
     "get_manifests": "getPlanManifests",
     "list_benchmarks": "listPlanBenchmarks",
     "verify": "verifyPlan",
+    "post_recalibration": "recalibrateEngine",
+    "get_recalibrations": "listRecalibrations",
+    "delete_recalibration": "deleteRecalibration",
 }
 """Endpoint function name → ``operationId``; the names generated clients expose as methods."""
 

@@ -27,6 +27,7 @@ WRITE_SCOPES = {
     ("patch", "/v1/hardware/{profile_id}"): "admin",
     ("delete", "/v1/hardware/{profile_id}"): "admin",
     ("post", "/v1/hardware/{profile_id}/measurements"): "profiles:write",
+    ("delete", "/v1/hardware/{profile_id}/recalibration/{calibration_id}"): "profiles:write",
 }
 
 

@@ -3,7 +3,9 @@ benchmarks: preview, apply, list, delete (docs/deployment.md "Recalibration").""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from typing import Annotated
+
+from fastapi import APIRouter, Body, status
 
 from servesize.api.deps import LookupsDep, OptionalKeyDep, ProfilesWriteKey, ReadAccess, SessionDep
 from servesize.api.errors import ForbiddenError, NotFoundError, UnauthorizedError
@@ -20,11 +22,22 @@ from servesize.security import Scope, grants
 
 router = APIRouter(prefix="/v1/hardware", tags=["hardware"], dependencies=[ReadAccess])
 
+RECALIBRATION_EXAMPLES = {
+    "preview": {
+        "summary": "Preview vLLM's constants refitted to two uploaded benchmark runs",
+        "value": {
+            "engine": "vllm",
+            "model": "meta-llama/Llama-3.1-8B",
+            "measurement_ids": [12, 13],
+            "apply": False,
+        },
+    }
+}
+
 
 @router.post(
     "/{profile_id}/recalibration",
     response_model=RecalibrationOut,
-    operation_id="recalibrateEngine",
     responses={
         422: {"description": "Unknown measurement, no usable levels, or too few levels"},
         428: {"description": "apply without If-Match"},
@@ -32,7 +45,7 @@ router = APIRouter(prefix="/v1/hardware", tags=["hardware"], dependencies=[ReadA
 )
 def post_recalibration(
     profile_id: str,
-    body: RecalibrationRequest,
+    body: Annotated[RecalibrationRequest, Body(openapi_examples=RECALIBRATION_EXAMPLES)],
     session: SessionDep,
     lookups: LookupsDep,
     key: OptionalKeyDep,
@@ -59,7 +72,6 @@ def post_recalibration(
 @router.get(
     "/{profile_id}/recalibration",
     response_model=CalibrationsOut,
-    operation_id="listRecalibrations",
 )
 def get_recalibrations(profile_id: str, session: SessionDep) -> CalibrationsOut:
     """The stored recalibrations of the profile, newest first; the newest per engine is
@@ -71,7 +83,6 @@ def get_recalibrations(profile_id: str, session: SessionDep) -> CalibrationsOut:
 @router.delete(
     "/{profile_id}/recalibration/{calibration_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    operation_id="deleteRecalibration",
 )
 def delete_recalibration(
     profile_id: str,
