@@ -172,6 +172,36 @@ def test_apply_changes_predictions_and_names_the_calibration(
     )
     assert sim.status_code == 200, sim.text
     assert any(cal in w for w in sim.json()["warnings"])
+    slo = client.post(
+        "/v1/slo/evaluate",
+        json={
+            "model": MODEL,
+            "hardware": "h100-sxm",
+            "traffic": {
+                "mode": "open_loop",
+                "arrival": {"process": "poisson", "rate_per_s": 1.0},
+                "input_tokens": INPUT,
+                "output_tokens": OUTPUT,
+            },
+            "slo": {"ttft_s": {"p95": 0.5}},
+            "tier": "analytic",
+        },
+    )
+    assert slo.status_code == 200, slo.text
+    assert any(cal in w for w in slo.json()["warnings"])
+    queue = client.post(
+        "/v1/queueing",
+        json={
+            "model": "continuous_batching",
+            "llm": MODEL,
+            "hardware": "h100-sxm",
+            "arrival_rate_per_s": 1.0,
+            "input_tokens": INPUT,
+            "output_tokens": OUTPUT,
+        },
+    )
+    assert queue.status_code == 200, queue.text
+    assert any(cal in c for c in queue.json()["validity"]["caveats"])
     # another engine is untouched
     trt = client.post(
         "/v1/performance",
