@@ -202,6 +202,19 @@ def test_apply_changes_predictions_and_names_the_calibration(
     )
     assert queue.status_code == 200, queue.text
     assert any(cal in c for c in queue.json()["validity"]["caveats"])
+    # sizing does not apply it, and says so
+    sizing = client.post(
+        "/v1/sizing",
+        json={
+            "model": MODEL,
+            "traffic": {"rate_per_s": 2.0, "input_tokens": INPUT, "output_tokens": OUTPUT},
+            "slo": {"ttft_s": {"p95": 2.0}, "tpot_s": {"p95": 0.1}},
+            "candidates": {"hardware": ["h100-sxm"], "tensor_parallel": [1]},
+            "verify_top": 0,
+        },
+    )
+    assert sizing.status_code == 200, sizing.text
+    assert any(cal in w and "does not apply" in w for w in sizing.json()["warnings"])
     # another engine is untouched
     trt = client.post(
         "/v1/performance",
