@@ -274,6 +274,9 @@ EXTRA_STATUSES: dict[str, tuple[int, ...]] = {
     "updateHardwareProfile": (400, 412, 428),
     "deleteHardwareProfile": (400, 409, 412, 428),
     "uploadMeasurement": (400, 409),
+    # apply: scope and If-Match (400 malformed, 412 stale, 428 missing); 404 unknown model.
+    "recalibrateEngine": (400, 403, 404, 412, 428),
+    "deleteRecalibration": (400, 412, 428),
     # A model or hardware profile named in the body that does not exist.
     **dict.fromkeys(
         (
@@ -294,6 +297,7 @@ EXTRA_STATUSES: dict[str, tuple[int, ...]] = {
 REQUIRED_HEADERS: dict[str, tuple[str, ...]] = {
     "updateHardwareProfile": ("if-match",),
     "deleteHardwareProfile": ("if-match",),
+    "deleteRecalibration": ("if-match",),
     "uploadMeasurement": ("idempotency-key",),
 }
 """Headers the handler refuses a request without (428 for If-Match, 400 for Idempotency-Key)."""

@@ -44,6 +44,9 @@ UNSTABLE_S = 3600.0
 """Predicted latency of a level whose rate the constants make unstable: a finite penalty
 (an hour) so the least-squares residual stays defined."""
 
+MAX_LEVELS = 256
+"""Most levels one fit evaluates (each least-squares step predicts every level)."""
+
 ENGINE_FIELDS = (
     "step_overhead_s",
     "eager_overhead_per_layer_s",
@@ -125,6 +128,13 @@ def _levels(
                         ),
                     )
                 )
+    if len(levels) > MAX_LEVELS:
+        raise _problem(
+            f"the measurements hold {len(levels)} usable levels; one fit takes at most "
+            f"{MAX_LEVELS}: name fewer measurements",
+            "too-many-levels",
+            "/measurement_ids",
+        )
     if not levels:
         raise _problem(
             f"the measurements hold no endpoint-benchmark level of {body.model!r} on "

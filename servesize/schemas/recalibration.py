@@ -4,6 +4,7 @@ benchmarks of one hardware profile (docs/deployment.md "Recalibration")."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field
 
@@ -26,7 +27,10 @@ class RecalibrationRequest(RequestModel):
     skipped."""
     model: str = Field(min_length=1, max_length=255, examples=["meta-llama/Llama-3.1-8B"])
     """The model the benchmarks measured (catalogue or custom id)."""
-    measurement_ids: list[int] = Field(min_length=1, max_length=64)
+    # The id column is INTEGER: PostgreSQL refuses a larger parameter.
+    measurement_ids: list[Annotated[int, Field(ge=1, le=2**31 - 1)]] = Field(
+        min_length=1, max_length=64
+    )
     """Measurements of this profile whose endpoint benchmarks of ``model`` are fitted."""
     deployment: DeploymentIn | None = None
     """How the benchmarked server ran (TP, dtypes, ...); its ``engine`` is replaced by

@@ -260,6 +260,8 @@ def test_bad_input_is_a_4xx_problem(client: TestClient, writer: dict[str, str]) 
     )
     unknown = client.post(url, json={**base, "engine": "vllm", "measurement_ids": [many, 999999]})
     assert _problem(unknown, 422, "/measurement_ids/1")["type"].endswith("unknown-measurement")
+    huge = client.post(url, json={**base, "engine": "vllm", "measurement_ids": [2**31]})
+    _problem(huge, 422, "/measurement_ids/0")  # beyond the INTEGER id column
     # a measurement of another profile
     other = client.post("/v1/hardware/h200-sxm/recalibration", json={**base, "engine": "vllm"})
     assert _problem(other, 422, "/measurement_ids/0")["type"].endswith("unknown-measurement")

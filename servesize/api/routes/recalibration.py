@@ -38,10 +38,6 @@ RECALIBRATION_EXAMPLES = {
 @router.post(
     "/{profile_id}/recalibration",
     response_model=RecalibrationOut,
-    responses={
-        422: {"description": "Unknown measurement, no usable levels, or too few levels"},
-        428: {"description": "apply without If-Match"},
-    },
 )
 def post_recalibration(
     profile_id: str,
