@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -36,17 +36,45 @@ from servesize.core.architecture import parse_architecture
 from servesize.core.hardware import HardwareSpec
 from servesize.core.steptime import MeasuredProfile
 from servesize.db.connection import transaction
-from servesize.db.models import CustomModel, HardwareMeasurement, HardwareProfile
-from servesize.db.repository import CustomModelRepository, HardwareRepository
+from servesize.db.models import (
+    CustomModel,
+    EngineCalibration,
+    HardwareMeasurement,
+    HardwareProfile,
+)
+from servesize.db.repository import (
+    CalibrationRepository,
+    CustomModelRepository,
+    HardwareRepository,
+)
 from servesize.schemas.models import InlineModel, ModelRef
 
-__all__ = ["RECENT_UPLOADS", "HardwareEntry", "LookupCache"]
+__all__ = ["RECENT_UPLOADS", "ActiveCalibration", "HardwareEntry", "LookupCache"]
 
 RECENT_UPLOADS = 20
 """Measurements searched for the newest GEMM table of a profile."""
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveCalibration:
+    """The newest stored recalibration of one engine on a profile (``engine_calibration``)."""
+
+    id: str
+    engine: str
+    model_id: str
+    created_at: datetime
+    constants: dict[str, float]
+    """``EngineProfile`` fields that replace the engine's fitted constants."""
+
+    def note(self) -> str:
+        return (
+            f"engine constants of {self.engine} on this hardware profile come from recalibration "
+            f"{self.id} of {self.created_at.date().isoformat()} (fitted to {self.model_id} "
+            "endpoint benchmarks), not the shipped calibration"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +91,8 @@ class HardwareEntry:
     """The newest :data:`RECENT_UPLOADS` measurement ids, newest first."""
     measured: MeasuredProfile | None
     """Kernel tables: shipped, scaled to this GPU, or from the newest upload with GEMM rows."""
+    calibrations: dict[str, ActiveCalibration] = field(default_factory=dict)
+    """The newest applied recalibration per engine."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +112,7 @@ class _Slot:
 _KINDS: dict[type, str] = {
     HardwareProfile: "hardware",
     HardwareMeasurement: "hardware",
+    EngineCalibration: "hardware",
     CustomModel: "custom",
 }
 
@@ -186,6 +217,18 @@ class LookupCache:
                 return None
             uploads = [(m.id, m.payload) for m in repo.measurements(row.id, limit=RECENT_UPLOADS)]
             spec = row.to_spec()
+            calibrations: dict[str, ActiveCalibration] = {}
+            for cal in CalibrationRepository(session).for_profile(row.id):
+                calibrations.setdefault(
+                    cal.engine,
+                    ActiveCalibration(
+                        id=cal.id,
+                        engine=cal.engine,
+                        model_id=cal.model_id,
+                        created_at=cal.created_at,
+                        constants={k: float(v) for k, v in cal.constants.items()},
+                    ),
+                )
             return HardwareEntry(
                 spec=spec,
                 version=row.version,
@@ -194,6 +237,7 @@ class LookupCache:
                 price_as_of=row.price_as_of,
                 measurement_ids=tuple(mid for mid, _ in uploads),
                 measured=measured_profile(row.id, uploads, spec),
+                calibrations=calibrations,
             )
 
         entry = self._cached("hardware", profile_id, stamp_of, load)

@@ -73,6 +73,9 @@ OPERATION_IDS: dict[str, str] = {
     "list_jobs": "listJobs",
     "get_job": "getJob",
     "cancel_job": "cancelJob",
+    "post_recalibration": "recalibrateEngine",
+    "get_recalibrations": "listRecalibrations",
+    "delete_recalibration": "deleteRecalibration",
 }
 """Endpoint function name → ``operationId``; the names generated clients expose as methods."""
 
@@ -281,6 +284,9 @@ EXTRA_STATUSES: dict[str, tuple[int, ...]] = {
     # exist, or reuses an Idempotency-Key with another body.
     "cancelJob": (409,),
     "submitJob": (404, 409),
+    # apply: scope and If-Match (400 malformed, 412 stale, 428 missing); 404 unknown model.
+    "recalibrateEngine": (400, 403, 404, 412, 428),
+    "deleteRecalibration": (400, 412, 428),
     # A model or hardware profile named in the body that does not exist.
     **dict.fromkeys(
         (
@@ -302,6 +308,7 @@ EXTRA_STATUSES: dict[str, tuple[int, ...]] = {
 REQUIRED_HEADERS: dict[str, tuple[str, ...]] = {
     "updateHardwareProfile": ("if-match",),
     "deleteHardwareProfile": ("if-match",),
+    "deleteRecalibration": ("if-match",),
     "uploadMeasurement": ("idempotency-key",),
 }
 """Headers the handler refuses a request without (428 for If-Match, 400 for Idempotency-Key)."""

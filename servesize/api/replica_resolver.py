@@ -6,17 +6,23 @@ its database session before it computes (:mod:`servesize.api.compute`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from servesize.api.hardware_resolver import inline_spec
-from servesize.api.lookups import LookupCache
+from servesize.api.lookups import ActiveCalibration, LookupCache
 from servesize.api.measured import scaled_tables
 from servesize.api.models_resolver import ResolvedModel
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment, MemoryPlan
 from servesize.core.replica import Replica, compile_replica
-from servesize.core.steptime import MeasuredProfile, StepTimeModel
+from servesize.core.steptime import (
+    EngineProfile,
+    MeasuredProfile,
+    StepTimeModel,
+    engine_profile,
+    simulator_constants,
+)
 from servesize.schemas.memory import DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 
@@ -26,6 +32,7 @@ __all__ = [
     "ResolvedReplica",
     "compile_inputs",
     "lookup_inputs",
+    "recalibrated_engine",
     "request_inputs",
     "request_replica",
 ]
@@ -38,6 +45,8 @@ class ReplicaInputs:
     model: ResolvedModel
     hardware: HardwareSpec
     measurements: MeasuredProfile | None
+    calibrations: dict[str, ActiveCalibration] = field(default_factory=dict)
+    """The stored profile's applied recalibrations by engine (none for inline hardware)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,8 @@ class ResolvedReplica:
 
     model: ResolvedModel
     replica: Replica
+    calibration: ActiveCalibration | None = None
+    """The recalibration whose constants the replica steps with, if any."""
 
     @property
     def hardware(self) -> HardwareSpec:
@@ -102,14 +113,33 @@ def lookup_inputs(
     """Resolve the references (404 for an unknown id) through the lookup cache: the database
     is read only for an entry that is missing or due a check."""
     model = lookups.model(model_ref, pointer=model_pointer)
+    calibrations: dict[str, ActiveCalibration] = {}
     if isinstance(hardware_ref, str):
         entry = lookups.require_hardware(hardware_ref)
         hardware, measured = entry.spec, entry.measured
+        calibrations = entry.calibrations
     else:
         hardware = inline_spec(hardware_ref)
         measured = scaled_tables(hardware) if use_measurements else None
     return ReplicaInputs(
-        model=model, hardware=hardware, measurements=measured if use_measurements else None
+        model=model,
+        hardware=hardware,
+        measurements=measured if use_measurements else None,
+        calibrations=calibrations,
+    )
+
+
+def recalibrated_engine(engine: str, calibration: ActiveCalibration) -> EngineProfile:
+    """The engine's simulator profile with a stored recalibration's constants in place."""
+    base = simulator_constants(engine_profile(engine))
+    constants: dict[str, Any] = dict(calibration.constants)
+    return replace(
+        base,
+        provenance=(
+            f"recalibration {calibration.id} of {calibration.created_at.date().isoformat()} "
+            f"for this hardware profile"
+        ),
+        **constants,
     )
 
 
@@ -117,12 +147,19 @@ def compile_inputs(
     inputs: ReplicaInputs, deployment_in: DeploymentIn, *, calibrated: bool = True
 ) -> ResolvedReplica:
     """Compile the replica (a plan that does not fit is the core's ``InsufficientMemoryError``,
-    a 422), with the profile's measured tables when the lookup kept them."""
+    a 422), with the profile's measured tables when the lookup kept them. With ``calibrated``
+    and a recalibration applied to the profile for the deployment's engine, the replica steps
+    with its constants and its memory plan's warnings name it (so every answer says so)."""
+    calibration = inputs.calibrations.get(deployment_in.engine) if calibrated else None
     replica = compile_replica(
         inputs.model.architecture,
         inputs.hardware,
         Deployment(**deployment_in.model_dump()),
         inputs.measurements,
+        recalibrated_engine(deployment_in.engine, calibration) if calibration else None,
         calibrated=calibrated,
     )
-    return ResolvedReplica(model=inputs.model, replica=replica)
+    if calibration is not None:
+        memory = replace(replica.memory, warnings=(*replica.memory.warnings, calibration.note()))
+        replica = replace(replica, memory=memory)
+    return ResolvedReplica(model=inputs.model, replica=replica, calibration=calibration)

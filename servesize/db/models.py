@@ -251,3 +251,31 @@ class Job(Base):
     """The synchronous endpoint's response body, once succeeded."""
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     """An RFC 9457 problem (``status``, ``type`` slug, ``detail``, ...), once failed."""
+
+
+class EngineCalibration(Base):
+    """Engine constants refitted for one hardware profile from its stored endpoint benchmarks
+    (``POST /v1/hardware/{id}/recalibration`` with ``apply``); the newest per profile and
+    engine is used by later predictions on that profile, which name it."""
+
+    __tablename__ = "engine_calibration"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    """Public id, ``cal_<16 hex digits>``."""
+    profile_id: Mapped[str] = mapped_column(
+        ForeignKey("hardware_profile.id", ondelete="CASCADE"), index=True
+    )
+    engine: Mapped[str] = mapped_column(String(32))
+    model_id: Mapped[str] = mapped_column(String(255))
+    """The model whose benchmarks were fitted."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    owner_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None
+    )
+    measurement_ids: Mapped[list[int]] = mapped_column(JSON)
+    fitted: Mapped[dict[str, float]] = mapped_column(JSON)
+    """The fitted parameters (``request_overhead_s``, ``step_time_scale``)."""
+    constants: Mapped[dict[str, float]] = mapped_column(JSON)
+    """The engine constants predictions use (``EngineProfile`` fields)."""
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The preview that was applied: constants and errors before/after, per level."""

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from servesize.db.models import (
     ApiKey,
     CustomModel,
+    EngineCalibration,
     HardwareMeasurement,
     HardwareProfile,
     InstanceSecret,
@@ -322,3 +323,32 @@ class JobRepository:
             .values(state="failed", finished_at=utc_now(), error=error)
         )
         return int(getattr(done, "rowcount", 0))
+
+
+class CalibrationRepository:
+    """Engine recalibrations of hardware profiles, newest first."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, row: EngineCalibration) -> EngineCalibration:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def for_profile(self, profile_id: str) -> list[EngineCalibration]:
+        return list(
+            self.session.scalars(
+                select(EngineCalibration)
+                .where(EngineCalibration.profile_id == profile_id)
+                .order_by(EngineCalibration.created_at.desc(), EngineCalibration.id.desc())
+            )
+        )
+
+    def get(self, profile_id: str, calibration_id: str) -> EngineCalibration | None:
+        row = self.session.get(EngineCalibration, calibration_id)
+        return row if row is not None and row.profile_id == profile_id else None
+
+    def delete(self, row: EngineCalibration) -> None:
+        self.session.delete(row)
+        self.session.flush()

@@ -28,6 +28,7 @@ WRITE_SCOPES = {
     ("delete", "/v1/hardware/{profile_id}"): "admin",
     ("post", "/v1/hardware/{profile_id}/measurements"): "profiles:write",
     ("post", "/v1/jobs"): "jobs:write",
+    ("delete", "/v1/hardware/{profile_id}/recalibration/{calibration_id}"): "profiles:write",
 }
 
 

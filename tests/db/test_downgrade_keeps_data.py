@@ -82,15 +82,18 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
     finally:
         db_engine.dispose()
     # A downgrade that drops only empty columns and tables goes ahead without asking: the
-    # newest revision drops the (empty) job table, the one before it plan_verification, then
-    # saved_plan, then the owner columns.
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-1")] == ["job"]
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-2")] == [
+    # newest revision drops the (empty) engine_calibration table, the ones before it job,
+    # plan_verification and saved_plan, then the owner columns.
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-1")] == [
+        "engine_calibration"
+    ]
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-3")] == [
+        "engine_calibration",
         "job",
         "plan_verification",
     ]
-    assert migrate.downgrade_losses(fresh_url, "-3")[2].target == "saved_plan"
-    assert migrate.downgrade_losses(fresh_url, "-4")[3].target == "custom_model.owner_key_id"
+    assert migrate.downgrade_losses(fresh_url, "-4")[3].target == "saved_plan"
+    assert migrate.downgrade_losses(fresh_url, "-5")[4].target == "custom_model.owner_key_id"
 
 
 def test_instance_secret_survives_downgrade_and_upgrade(fresh_url: str) -> None:

@@ -78,6 +78,8 @@ def evaluation_out(
     """The verdict of the tier that decided; the simulated latency statistics when it was the
     simulation and the run was stable."""
     shown = summary if summary is not None and ev.stable else None
+    if built.calibration is not None and built.calibration.note() not in warnings:
+        warnings = [*warnings, built.calibration.note()]
     return SloEvaluateResponse(
         model=built.model.id,
         hardware=built.hardware.id,

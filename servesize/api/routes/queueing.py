@@ -153,6 +153,8 @@ def _continuous_batching(body: ContinuousBatchingIn, inputs: ReplicaInputs) -> Q
         kv_capacity_tokens=built.replica.kv_capacity_tokens,
     )
     caveats = [] if r.utilization <= 0.9 else ["utilisation above 0.9: simulate to decide"]
+    if built.calibration is not None:
+        caveats.append(built.calibration.note())
     return QueueingResponse(
         model="continuous_batching",
         arrival_rate_per_s=r.arrival_rate_per_s,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
@@ -121,6 +121,8 @@ class _Hardware:
     """Kernel tables by profile id (shipped, or from the newest upload with GEMM rows)."""
     fingerprint: list[dict[str, Any]]
     """Per profile: id, version and the ids of the measurements read (newest first)."""
+    notes: list[str] = field(default_factory=list)
+    """Applied recalibrations the search does not use (named in the answer's warnings)."""
 
 
 def _hardware(body: SizingRequest, lookups: LookupCache) -> _Hardware:
@@ -159,6 +161,12 @@ def _hardware(body: SizingRequest, lookups: LookupCache) -> _Hardware:
             hardware.quotes[profile_id] = quote
         if entry.measured is not None:
             hardware.measured[profile_id] = entry.measured
+        hardware.notes.extend(
+            f"hardware profile {profile_id} has recalibration {c.id} "
+            f"({c.created_at.date().isoformat()}) for {c.engine}; sizing does not apply "
+            "recalibrations: its plans use the shipped engine constants"
+            for c in entry.calibrations.values()
+        )
         hardware.fingerprint.append(
             {
                 "id": profile_id,
@@ -311,6 +319,8 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
         raise infeasible_problem(result, best)
     versions = [p.memory.deployment.engine_version for p in result.plans]
     response = response_out(result, model.id, hardware.quotes)
+    if hardware.notes:
+        response = response.model_copy(update={"warnings": [*response.warnings, *hardware.notes]})
     return sizing_bands(response, model.architecture, versions)
 
 
