@@ -379,15 +379,23 @@ LINKS: dict[tuple[str, str], dict[str, Json]] = {
 _METHODS = ("get", "put", "post", "patch", "delete")
 
 
+KEY_REQUIRED_DEPENDENCIES = frozenset({"reader_key"})
+"""Dependencies that refuse a request without a key (401) but accept any scope."""
+
+
 def _required_scope(route: APIRoute) -> Scope | bool | None:
-    """The scope a route's key dependency demands, ``None`` if a key is optional (the routers'
-    read access), ``False`` if no key is looked at. Read from ``require_scope``'s closure."""
+    """The scope a route's key dependency demands, ``True`` if it needs a key of any scope
+    (``KEY_REQUIRED_DEPENDENCIES``), ``None`` if a key is optional (the routers' read access),
+    ``False`` if no key is looked at. Read from ``require_scope``'s closure."""
     found: Scope | bool | None = False
     stack = [route.dependant]
     while stack:
         dependant = stack.pop()
         call = dependant.call
-        if call is not None and getattr(call, "__name__", "") in {"optional_key", "read_access"}:
+        name = getattr(call, "__name__", "")
+        if name in KEY_REQUIRED_DEPENDENCIES:
+            found = True
+        if call is not None and name in {"optional_key", "read_access"}:
             found = None if found is False else found
         if call is not None and hasattr(call, "__code__"):
             scope = getclosurevars(call).nonlocals.get("scope")
@@ -483,6 +491,8 @@ def refine(spec: Json, routes: Iterable[APIRoute]) -> Json:
                 op["description"] = (
                     op.get("description", "") + f"\n\nNeeds an API key with scope `{scope.value}`."
                 ).strip()
+            elif scope is True:
+                op["security"] = [{SECURITY_SCHEME: []}]
             elif scope is None:
                 op["security"] = [{}, {SECURITY_SCHEME: []}]
             else:

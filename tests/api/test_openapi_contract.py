@@ -32,6 +32,14 @@ WRITE_SCOPES = {
 }
 
 
+# Jobs are read and cancelled by their owner's key (or admin): a key is required, any scope.
+KEY_OF_ANY_SCOPE = {
+    ("get", "/v1/jobs"),
+    ("get", "/v1/jobs/{job_id}"),
+    ("delete", "/v1/jobs/{job_id}"),
+}
+
+
 @pytest.fixture
 def spec(client: TestClient) -> Json:
     document: Json = client.get("/openapi.json").json()
@@ -54,6 +62,8 @@ def test_the_bearer_scheme_is_declared_and_required_where_writes_need_a_key(spec
     for method, path, op in operations(spec):
         if (method, path) in WRITE_SCOPES:
             assert op["security"] == [{"bearerAuth": [WRITE_SCOPES[(method, path)]]}], path
+        elif (method, path) in KEY_OF_ANY_SCOPE:
+            assert op["security"] == [{"bearerAuth": []}], path  # 401 without a key
         elif path.startswith("/v1"):
             assert op["security"] == [{}, {"bearerAuth": []}], path  # a key is optional
         else:
