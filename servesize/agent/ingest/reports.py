@@ -42,11 +42,14 @@ def from_inference_perf(
     - load: ``load_summary.concurrency`` → closed loop at it, else ``requested_rate`` → open
       loop; the summary report pools every stage, has neither and is refused;
     - ``successes.count`` → completed, ``failures.count`` → failed;
-    - duration = ``successes.count / successes.throughput.requests_per_sec`` (the tool's
-      ``total_time``, last end − first start; not stored itself);
+    - duration = ``benchmark_time_seconds`` (the tool's ``total_time``, last end − first
+      start over every request); files from before that key:
+      ``successes.count / successes.throughput.requests_per_sec`` (the same quantity);
     - latencies in seconds: ``mean``, ``median`` → p50, ``p90/p95/p99`` (its default
       percentiles), ``min``, ``max``; TPOT = (last − first token time)/(N − 1);
-    - ``throughput.{input,output,total}_tokens_per_sec`` and ``requests_per_sec`` as given.
+    - ``throughput.{input,output,total}_tokens_per_sec`` and ``requests_per_sec`` as given;
+      mean prompt length from ``successes.prompt_tokens.mean`` (``prompt_len.mean`` in
+      older files), mean output length from ``successes.output_len.mean``.
     The file names no model: pass ``--model``.
     """
     levels = []
@@ -92,7 +95,7 @@ def from_inference_perf(
                 completed=completed,
                 failed=failed,
                 timed_out=0,
-                duration_s=completed / request_rate,
+                duration_s=_maybe(report, "benchmark_time_seconds") or completed / request_rate,
                 stats=stats,
                 throughput_requests_per_s=request_rate,
                 throughput_output_tokens_per_s=_number(
@@ -101,7 +104,8 @@ def from_inference_perf(
                 goodput_requests_per_s=None,
                 throughput_input_tokens_per_s=_maybe(throughput, "input_tokens_per_sec"),
                 throughput_total_tokens_per_s=_maybe(throughput, "total_tokens_per_sec"),
-                mean_input_tokens=_maybe(_optional_mapping(successes, "prompt_len"), "mean"),
+                mean_input_tokens=_maybe(_optional_mapping(successes, "prompt_tokens"), "mean")
+                or _maybe(_optional_mapping(successes, "prompt_len"), "mean"),
                 mean_output_tokens=_maybe(_optional_mapping(successes, "output_len"), "mean"),
                 where=where,
             )
