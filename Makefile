@@ -37,7 +37,7 @@ lint: install
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 bench: install
 	$(BIN)/python -m bench

@@ -137,6 +137,19 @@ def test_models_list_and_show() -> None:
     assert runner.invoke(app, ["models", "show", "nobody/nothing"]).exit_code == 1
 
 
+def test_piped_tables_keep_whole_ids() -> None:
+    """Without COLUMNS and without a terminal the table is 240 columns wide, so the longest
+    catalogue id is printed whole; a narrow COLUMNS is obeyed (and truncates it)."""
+    longest = max((p.stem for p in MODELS_DIR.glob("*.json")), key=len)
+    piped = runner.invoke(app, ["models", "list"], env={"COLUMNS": ""})
+    assert piped.exit_code == 0, piped.output
+    assert max(len(line) for line in piped.output.splitlines()) <= 240
+    ids = {line.split("│")[1].strip() for line in piped.output.splitlines() if "│" in line}
+    assert longest.replace("--", "/", 1) in ids, (longest, ids)
+    narrow = runner.invoke(app, ["models", "list"], env={"COLUMNS": "40"})
+    assert max(len(line) for line in narrow.output.splitlines()) <= 40
+
+
 def test_models_inspect_file(tmp_path: Path) -> None:
     config = json.loads((MODELS_DIR / "meta-llama--Llama-3.1-8B.json").read_text())
     good = tmp_path / "config.json"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -40,6 +43,20 @@ app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(models_app, name="models")
 console = Console()
+PIPED_WIDTH = 240
+"""Console width when the output is not a terminal: wide enough that tables keep whole ids."""
+
+
+def fit_console() -> None:
+    """Size the console for this invocation: ``COLUMNS`` when set, else the terminal's width,
+    else (piped or redirected) :data:`PIPED_WIDTH`."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        console.width = int(columns)
+    elif sys.stdout.isatty():
+        console.width = shutil.get_terminal_size().columns
+    else:
+        console.width = PIPED_WIDTH
 
 
 def _version(value: bool) -> None:
@@ -56,6 +73,7 @@ def main_callback(
     ] = False,
 ) -> None:
     """servesize: capacity planning for LLM inference serving."""
+    fit_console()
 
 
 def catalog() -> ModelCatalog:
