@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import insert, select, text
 
@@ -14,26 +11,8 @@ from servesize.db.connection import create_db_engine, make_sessionmaker, transac
 from servesize.db.repository import ApiKeyRepository
 from servesize.security import Scope
 from tests.api.test_models import llama_config
-from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
 
 API_KEY = Base.metadata.tables["api_key"]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    reason = postgres_unreachable_reason()
-    if reason is not None:
-        if ci_requires_postgres():
-            pytest.fail(f"CI=true requires PostgreSQL: {reason}", pytrace=False)
-        pytest.skip(reason)
-    schema = PostgresSchema.create()
-    try:
-        yield schema.url
-    finally:
-        schema.drop()
 
 
 def _secret_hex(url: str) -> str:

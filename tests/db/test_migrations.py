@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
@@ -13,25 +9,6 @@ from sqlalchemy import inspect
 from servesize.db import migrate
 from servesize.db.base import Base
 from servesize.db.connection import create_db_engine
-from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database (no migrations applied) of each backend."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    reason = postgres_unreachable_reason()
-    if reason is not None:
-        if ci_requires_postgres():
-            pytest.fail(f"CI=true requires PostgreSQL: {reason}", pytrace=False)
-        pytest.skip(reason)
-    schema = PostgresSchema.create()
-    try:
-        yield schema.url
-    finally:
-        schema.drop()
 
 
 def _tables(url: str) -> set[str]:

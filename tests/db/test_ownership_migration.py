@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import insert, select
 
@@ -18,26 +14,8 @@ from servesize.db.types import utc_now
 from servesize.security import Scope
 from servesize.settings import Settings
 from tests.api.test_models import llama_config
-from tests.backends import PostgresSchema, ci_requires_postgres, postgres_unreachable_reason
 
 CUSTOM_MODEL = Base.metadata.tables["custom_model"]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    reason = postgres_unreachable_reason()
-    if reason is not None:
-        if ci_requires_postgres():
-            pytest.fail(f"CI=true requires PostgreSQL: {reason}", pytrace=False)
-        pytest.skip(reason)
-    schema = PostgresSchema.create()
-    try:
-        yield schema.url
-    finally:
-        schema.drop()
 
 
 def test_rows_before_ownership_are_admin_only(fresh_url: str) -> None:
