@@ -14,7 +14,10 @@ Per layer and token, with ``s`` the bytes per element of the cache dtype:
   ``H_v * d_k * d_v`` elements, as sized by
   ``MambaStateShapeCalculator.gated_delta_net_state_shape`` in
   vllm-project/vllm:vllm/model_executor/layers/mamba/mamba_utils.py. The two may use
-  different dtypes (vLLM ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype``).
+  different dtypes (vLLM ``mamba_cache_dtype`` / ``mamba_ssm_cache_dtype``);
+- Mamba-2: per sequence a conv state of ``(d_conv - 1) * (D_i + 2*G*N)`` elements and an SSM
+  state of ``H * P * N`` (``MambaStateShapeCalculator.mamba2_state_shape``); Mamba-1 (Jamba):
+  ``(d_conv - 1) * D_i`` and ``D_i * N`` (``mamba1_state_shape``).
 
 Totals are summed in elements per dtype and rounded up to whole bytes once.
 """
@@ -29,6 +32,7 @@ from servesize.core.architecture.model import (
     AttentionKind,
     GatedDeltaNet,
     LatentAttention,
+    MambaMixer,
     Mixer,
     MultiHeadAttention,
 )
@@ -59,6 +63,8 @@ def state_elements_per_sequence(mixer: Mixer) -> tuple[int, int]:
         conv = (mixer.conv_kernel - 1) * mixer.conv_channels
         recurrent = mixer.num_value_heads * mixer.key_head_dim * mixer.value_head_dim
         return conv, recurrent
+    if isinstance(mixer, MambaMixer):
+        return (mixer.conv_kernel - 1) * mixer.conv_channels, mixer.d_inner * mixer.d_state
     return 0, 0
 
 
@@ -126,14 +132,18 @@ def state_bytes_per_sequence(
 ) -> int:
     """Fixed recurrent-state bytes one sequence holds across all linear-attention layers.
 
-    ``recurrent_dtype`` defaults to ``conv_dtype`` (vLLM's ``mamba_ssm_cache_dtype="auto"``).
+    ``recurrent_dtype`` defaults to the dtype a Mamba layer's checkpoint asks for
+    (``mamba_ssm_cache_dtype`` in its config), else to ``conv_dtype`` (vLLM's
+    ``mamba_ssm_cache_dtype="auto"``, ``MambaStateDtypeCalculator``).
     """
-    conv = recurrent = 0
+    conv = 0
+    recurrent: Counter[str] = Counter()
     for layer in arch.layers:
         c, r = state_elements_per_sequence(layer.mixer)
         conv += c
-        recurrent += r
-    return bytes_for(conv, conv_dtype) + bytes_for(recurrent, recurrent_dtype or conv_dtype)
+        own = layer.mixer.ssm_state_dtype if isinstance(layer.mixer, MambaMixer) else None
+        recurrent[recurrent_dtype or own or conv_dtype] += r
+    return bytes_for(conv, conv_dtype) + sum(bytes_for(n, d) for d, n in recurrent.items())
 
 
 def kv_bytes_per_sequence(

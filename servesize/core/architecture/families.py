@@ -52,6 +52,8 @@ class MixerFamily(StrEnum):
     ATTENTION = "attention"
     MLA = "mla"
     HYBRID_LINEAR = "hybrid_linear"
+    SSM = "ssm"
+    """Mamba/Mamba-2 layers, alone or mixed with attention (:mod:`.ssm` builds the layers)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +138,13 @@ _FAMILY_LIST = (
         layer_norm_bias=True,
         gated_mlp=False,
     ),
+    # configuration_jamba.py, configuration_bamba.py, configuration_nemotron_h.py,
+    # configuration_mamba.py, configuration_mamba2.py (huggingface/transformers).
+    Family(name="jamba", mixer=MixerFamily.SSM, vocab_default=65536),
+    Family(name="bamba", mixer=MixerFamily.SSM, vocab_default=128000),
+    Family(name="nemotron_h", mixer=MixerFamily.SSM, gated_mlp=False, vocab_default=131072),
+    Family(name="mamba", mixer=MixerFamily.SSM, tie_default=True, norms_per_layer=1),
+    Family(name="mamba2", mixer=MixerFamily.SSM, norms_per_layer=1),
 )
 
 FAMILIES: dict[str, Family] = {f.name: f for f in _FAMILY_LIST}
@@ -165,6 +174,11 @@ _MODEL_TYPES: dict[str, str] = {
     "falcon": "falcon",
     "RefinedWeb": "falcon",
     "RefinedWebModel": "falcon",
+    "jamba": "jamba",
+    "bamba": "bamba",
+    "nemotron_h": "nemotron_h",
+    "mamba": "mamba",
+    "mamba2": "mamba2",
 }
 
 _ARCHITECTURES: dict[str, str] = {
@@ -187,6 +201,11 @@ _ARCHITECTURES: dict[str, str] = {
     "Llama4ForConditionalGeneration": "llama4",
     "Llama4ForCausalLM": "llama4",
     "FalconForCausalLM": "falcon",
+    "JambaForCausalLM": "jamba",
+    "BambaForCausalLM": "bamba",
+    "NemotronHForCausalLM": "nemotron_h",
+    "MambaForCausalLM": "mamba",
+    "Mamba2ForCausalLM": "mamba2",
 }
 
 

@@ -14,7 +14,10 @@ A token that attends to ``c`` tokens (its own position included) costs
 - ``w_l``: the window of sliding/chunked layers, infinite for full attention and MLA.
 - ``r_l``: gated delta-net recurrence, ``6 * H_v * d_k * d_v`` per token (state decay folded in;
   read ``k^T S``, rank-1 update, read ``q^T S``), independent of ``c``. The depthwise causal
-  conv is already in ``P_mm``.
+  conv is already in ``P_mm``. Mamba layers (selective scan, Mamba-1 and Mamba-2 alike):
+  ``6 * D_i * N`` per token (decay and ``dt*B*x`` update of the ``D_i x N`` state, ``C``
+  read-out); the chunked SSD prefill kernel is priced the same. Mamba-1's ``A_log`` and the
+  per-head vectors count as matmul parameters (an overcount below 0.5 % of the layer).
 
 Prefill of ``n`` new tokens after ``p`` cached ones sums ``F(c)`` over ``c = p+1 .. p+n``,
 which is computed in closed form.
@@ -29,6 +32,7 @@ from servesize.core.architecture.model import (
     AttentionKind,
     GatedDeltaNet,
     LatentAttention,
+    MambaMixer,
     Mixer,
     MultiHeadAttention,
 )
@@ -105,6 +109,8 @@ def _attention_flops(mixer: Mixer) -> int:
 def _recurrent_flops(mixer: Mixer) -> int:
     if isinstance(mixer, GatedDeltaNet):
         return 6 * mixer.num_value_heads * mixer.key_head_dim * mixer.value_head_dim
+    if isinstance(mixer, MambaMixer):
+        return 6 * mixer.d_inner * mixer.d_state
     return 0
 
 

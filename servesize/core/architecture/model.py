@@ -19,7 +19,9 @@ __all__ = [
     "DecoderLayer",
     "DenseMlp",
     "GatedDeltaNet",
+    "STATE_KINDS",
     "LatentAttention",
+    "MambaMixer",
     "Mixer",
     "Mlp",
     "MlpKind",
@@ -41,6 +43,9 @@ class AttentionKind(StrEnum):
     """Multi-head latent attention (DeepSeek-V2/V3): one shared latent per token is cached."""
     LINEAR = "linear_attention"
     """Gated delta-net linear attention: a fixed-size recurrent state, independent of length."""
+    MAMBA = "mamba"
+    """Selective state-space layer (Mamba-1 or Mamba-2): a conv state and an SSM state per
+    sequence, independent of length."""
 
 
 class MlpKind(StrEnum):
@@ -125,7 +130,54 @@ class GatedDeltaNet:
         )
 
 
-Mixer = MultiHeadAttention | LatentAttention | GatedDeltaNet
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MambaMixer:
+    """A Mamba-1 (``version=1``) or Mamba-2 (``version=2``) selective state-space mixer.
+
+    ``d_inner = num_heads * head_dim`` channels. Mamba-2 (HF ``modeling_mamba2.py``, vLLM
+    ``MambaMixer2``) shares ``n_groups`` B/C projections of width ``d_state`` across heads and
+    keeps a ``num_heads x head_dim x d_state`` state; Mamba-1 (``modeling_mamba.py``,
+    ``modeling_jamba.py``, vLLM ``MambaMixer``) has one head per channel (``head_dim = 1``,
+    ``num_heads = d_inner``), a ``dt_rank`` low-rank time step and a ``d_inner x d_state``
+    state.
+    """
+
+    version: int
+    num_heads: int
+    head_dim: int
+    d_state: int
+    conv_kernel: int
+    n_groups: int = 1
+    dt_rank: int = 0
+    """Mamba-1 only: width of the low-rank ``x_proj -> dt_proj`` path."""
+    conv_bias: bool = True
+    proj_bias: bool = False
+    inner_norms: bool = False
+    """Jamba's ``dt_layernorm``, ``b_layernorm`` and ``c_layernorm`` (Mamba-1 only)."""
+    ssm_state_dtype: str | None = None
+    """Recurrent-state dtype the checkpoint asks for (``mamba_ssm_cache_dtype``); None: as the
+    conv state (vLLM ``mamba_ssm_cache_dtype="auto"``)."""
+
+    @property
+    def kind(self) -> AttentionKind:
+        return AttentionKind.MAMBA
+
+    @property
+    def d_inner(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels through the causal conv: ``d_inner`` (v1) or ``d_inner + 2*G*N`` (v2)."""
+        if self.version == 1:
+            return self.d_inner
+        return self.d_inner + 2 * self.n_groups * self.d_state
+
+
+Mixer = MultiHeadAttention | LatentAttention | GatedDeltaNet | MambaMixer
+
+STATE_KINDS = frozenset({AttentionKind.LINEAR, AttentionKind.MAMBA})
+"""Layer kinds that hold a fixed per-sequence state instead of per-token K/V."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ With ``h`` the hidden size, ``H``/``H_kv`` query/KV heads and ``D`` the head dim
 - gated delta-net (``modular_qwen3_next.py``): ``in_proj_qkvz h*(2*K+2*V) + in_proj_ba h*2*H_v +
   conv1d C*k + dt_bias H_v + A_log H_v + norm d_v + out_proj V*h`` with ``K = H_k*d_k``,
   ``V = H_v*d_v``, ``C = 2*K + V``;
+- Mamba-1/Mamba-2 mixers: see :func:`_mamba_parameters`;
 - gated MLP ``3*h*I`` (plain ``2*h*I``), plus ``2*I + h`` biases when present; MoE: ``E`` such
   experts, a router ``h*E`` (+``E`` bias), a DeepSeek-V3 score-correction bias ``E``, shared
   experts as one MLP of the summed width and a Qwen shared-expert gate ``h``;
@@ -32,6 +33,7 @@ from servesize.core.architecture.model import (
     DecoderLayer,
     DenseMlp,
     LatentAttention,
+    MambaMixer,
     Mixer,
     Mlp,
     MoeMlp,
@@ -76,6 +78,8 @@ def mixer_parameters(mixer: Mixer, hidden_size: int) -> int:
             + mixer.kv_lora_rank * n * (mixer.qk_nope_head_dim + mixer.v_head_dim)
         )
         return q + kv + n * mixer.v_head_dim * h
+    if isinstance(mixer, MambaMixer):
+        return _mamba_parameters(mixer, h)
     key_width = mixer.num_key_heads * mixer.key_head_dim
     value_width = mixer.num_value_heads * mixer.value_head_dim
     return (
@@ -86,6 +90,27 @@ def mixer_parameters(mixer: Mixer, hidden_size: int) -> int:
         + mixer.value_head_dim
         + value_width * h
     )
+
+
+def _mamba_parameters(m: MambaMixer, h: int) -> int:
+    """Mamba-2: ``in_proj h*(2*D_i + 2*G*N + H)``, ``conv1d C*k`` (+``C`` bias), ``dt_bias``,
+    ``A_log``, ``D`` (``H`` each), gated ``norm D_i``, ``out_proj D_i*h`` (``modeling_mamba2.py``;
+    vLLM ``MambaMixer2``). Mamba-1: ``in_proj h*2*D_i``, ``conv1d D_i*k`` (+``D_i``),
+    ``x_proj D_i*(R + 2*N)``, ``dt_proj R*D_i + D_i``, ``A_log D_i*N``, ``D D_i``,
+    ``out_proj D_i*h``, plus Jamba's dt/B/C norms ``R + 2*N`` (``modeling_mamba.py``,
+    ``modeling_jamba.py``). ``proj_bias`` adds in/out projection biases."""
+    d_inner, n, c = m.d_inner, m.d_state, m.conv_channels
+    conv = c * m.conv_kernel + (c if m.conv_bias else 0)
+    if m.version == 2:
+        in_width = 2 * d_inner + 2 * m.n_groups * n + m.num_heads
+        rest = 3 * m.num_heads + d_inner
+    else:
+        in_width = 2 * d_inner
+        rest = d_inner * (m.dt_rank + 2 * n) + m.dt_rank * d_inner + d_inner
+        rest += d_inner * n + d_inner
+        rest += (m.dt_rank + 2 * n) if m.inner_norms else 0
+    bias = (in_width + h) if m.proj_bias else 0
+    return h * in_width + conv + rest + d_inner * h + bias
 
 
 def _ffn(hidden_size: int, width: int, *, gated: bool, bias: bool) -> int:

@@ -21,13 +21,14 @@ from servesize.core.architecture.blocks import (
     need,
     read_int,
 )
-from servesize.core.architecture.families import GENERIC, Family, resolve_family
+from servesize.core.architecture.families import GENERIC, Family, MixerFamily, resolve_family
 from servesize.core.architecture.layout import mixer_kinds, moe_layer_flags
 from servesize.core.architecture.model import (
     Architecture,
     DecoderLayer,
 )
 from servesize.core.architecture.quantization import parse_quantization
+from servesize.core.architecture.ssm import HYBRID_MARKERS, build_ssm_layers
 from servesize.core.dtypes import canonical_dtype
 
 __all__ = ["parse_architecture"]
@@ -80,6 +81,7 @@ def _parse(config: Mapping[str, Any], *, name: str, issues: Issues) -> Architect
     family = resolve_family(model_type, architecture)
     if family is None:
         family = GENERIC
+        _refuse_unknown_hybrid(r, model_type, architecture)
         issues.assume(
             f"model_type {model_type or None!r} (architectures[0] {architecture!r}) is not a "
             "recognised family: planned as a generic Llama-style decoder (gated MLP, two "
@@ -107,30 +109,41 @@ def _parse(config: Mapping[str, Any], *, name: str, issues: Issues) -> Architect
             f"({str(family.tie_default).lower()}) used"
         ),
     )
-    kinds = mixer_kinds(r, family, num_layers)
-    moe_flags = moe_layer_flags(r, family, num_layers)
-    if family is GENERIC and generic_experts_key(r) is not None:
-        moe_flags = [True] * num_layers
     max_positions = r.optional_integer("max_position_embeddings")
-    mixers = build_mixers(r, family, kinds, hidden, max_positions)
-    dense, moe = build_mlps(r, family, hidden, any(moe_flags), not all(moe_flags))
     norm_width = hidden * (2 if family.layer_norm_bias else 1)
     norms_per_layer = _norms_per_layer(r, family)
+    if family.mixer is MixerFamily.SSM:
+        ssm = build_ssm_layers(r, family, hidden, num_layers)
+        mixers = [layer.mixer for layer in ssm]
+        layers_list = [
+            DecoderLayer(index=i, mixer=x.mixer, mlp=x.mlp, norm_params=x.norms * norm_width)
+            for i, x in enumerate(ssm)
+        ]
+    else:
+        kinds = mixer_kinds(r, family, num_layers)
+        moe_flags = moe_layer_flags(r, family, num_layers)
+        if family is GENERIC and generic_experts_key(r) is not None:
+            moe_flags = [True] * num_layers
+        mixers = build_mixers(r, family, kinds, hidden, max_positions)
+        dense, moe = build_mlps(r, family, hidden, any(moe_flags), not all(moe_flags))
     quantization = parse_quantization(r)
     weight_dtype = _dtype(r)
 
     mtp_count = _mtp_layers(r, family)
     issues.raise_if_any()
 
-    layers = tuple(
-        DecoderLayer(
-            index=i,
-            mixer=mixers[i],
-            mlp=moe if (moe_flags[i] and moe is not None) else need(dense),
-            norm_params=norms_per_layer * norm_width,
+    if family.mixer is MixerFamily.SSM:
+        layers = tuple(layers_list)
+    else:
+        layers = tuple(
+            DecoderLayer(
+                index=i,
+                mixer=mixers[i],
+                mlp=moe if (moe_flags[i] and moe is not None) else need(dense),
+                norm_params=norms_per_layer * norm_width,
+            )
+            for i in range(num_layers)
         )
-        for i in range(num_layers)
-    )
     mtp_layers: tuple[DecoderLayer, ...] = ()
     if mtp_count:
         mtp_attention = mtp_mixer(mixers)
@@ -163,6 +176,19 @@ def _parse(config: Mapping[str, Any], *, name: str, issues: Issues) -> Architect
         max_position_embeddings=max_positions,
         assumptions=tuple(issues.assumptions),
     )
+
+
+def _refuse_unknown_hybrid(r: ConfigReader, model_type: str, architecture: str | None) -> None:
+    """An unknown family carrying hybrid/state-space keys is a problem, never a silent Llama."""
+    for key in sorted(HYBRID_MARKERS):
+        if r.has(key):
+            r.issues.add(
+                r.where(key),
+                f"hybrid or state-space field of an unsupported family (model_type "
+                f"{model_type or None!r}, architectures[0] {architecture!r}): supported "
+                "families with such layers are jamba, bamba, nemotron_h, mamba, mamba2, "
+                "qwen3_next and qwen3_5",
+            )
 
 
 def _layers_key(r: ConfigReader, family: Family) -> int:
