@@ -43,7 +43,7 @@ def tags(summary: ArchitectureSummary) -> list[str]:
         out.append("mla")
     if "sliding_attention" in kinds or "chunked_attention" in kinds:
         out.append("sliding_window")
-    if "linear_attention" in kinds:
+    if "linear_attention" in kinds or "mamba" in kinds:
         out.append("hybrid")
     if summary.multimodal:
         out.append("multimodal")

@@ -20,12 +20,12 @@ from servesize.core.architecture.cache import (
 )
 from servesize.core.architecture.flops import AttentionFlopsTerm, FlopsProfile, flops_profile
 from servesize.core.architecture.model import (
+    STATE_KINDS,
     Architecture,
     AttentionKind,
     DecoderLayer,
     DenseMlp,
     GatedDeltaNet,
-    STATE_KINDS,
     LatentAttention,
     MambaMixer,
     Mixer,

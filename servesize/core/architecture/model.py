@@ -14,12 +14,12 @@ from enum import StrEnum
 from servesize.core.architecture.quantization import QuantizationSpec
 
 __all__ = [
+    "STATE_KINDS",
     "Architecture",
     "AttentionKind",
     "DecoderLayer",
     "DenseMlp",
     "GatedDeltaNet",
-    "STATE_KINDS",
     "LatentAttention",
     "MambaMixer",
     "Mixer",

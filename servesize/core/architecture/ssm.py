@@ -80,7 +80,9 @@ class SsmLayer:
 _EMPTY = DenseMlp(intermediate_size=0)
 
 
-def build_ssm_layers(r: ConfigReader, family: Family, hidden: int, num_layers: int) -> list[SsmLayer]:
+def build_ssm_layers(
+    r: ConfigReader, family: Family, hidden: int, num_layers: int
+) -> list[SsmLayer]:
     """The decoder layers of a Jamba, Bamba, Nemotron-H, Mamba or Mamba-2 config."""
     name = family.name
     if name in ("mamba", "mamba2"):
@@ -258,9 +260,7 @@ def _pattern(r: ConfigReader, num_layers: int) -> str:
                 )
         text = "".join(_BLOCK_TYPES.get(b, "M") for b in names)
     if r.ok("num_hidden_layers", key) and len(text) != num_layers:
-        r.issues.add(
-            r.where(key), f"has {len(text)} blocks but /num_hidden_layers is {num_layers}"
-        )
+        r.issues.add(r.where(key), f"has {len(text)} blocks but /num_hidden_layers is {num_layers}")
     if text[:1] in ("-", "E"):
         r.issues.add(r.where(key), "starts with an MLP block that follows no mixer")
     return text

@@ -28,6 +28,7 @@ from servesize.core.architecture import (
     DenseMlp,
     GatedDeltaNet,
     LatentAttention,
+    MambaMixer,
     MoeMlp,
     MultiHeadAttention,
 )
@@ -196,6 +197,8 @@ def _check_parallelism(
                 f"linear-attention heads ({mixer.num_key_heads} key, {mixer.num_value_heads} "
                 f"value) are not divisible by tensor_parallel_size {tp}",
             )
+        if isinstance(mixer, MambaMixer) and _mamba_tp_problem(mixer, tp):
+            _issue(issues, "tensor_parallel_size", _mamba_tp_problem(mixer, tp))
     has_moe = any(isinstance(layer.mlp, MoeMlp) for layer in arch.layers)
     moe_tp = 1 if dep.enable_expert_parallel else tp * dp
     for mlp in {layer.mlp for layer in arch.layers}:
@@ -520,3 +523,20 @@ def _engine_sizes(
         seqs = min(seq_default, batched)
         default("max_num_seqs", seqs, f"{label}: min({seq_default}, max_num_batched_tokens)")
     return fraction, seqs, batched, block, None
+
+
+def _mamba_tp_problem(mixer: MambaMixer, tp: int) -> str:
+    """vLLM ``MambaMixer2``: heads must split over TP, and groups either split or be one
+    (replicated); ``MambaMixer`` (Mamba-1) splits ``d_inner``."""
+    if mixer.version == 1:
+        if mixer.d_inner % tp:
+            return f"Mamba d_inner {mixer.d_inner} is not divisible by tensor_parallel_size {tp}"
+        return ""
+    if mixer.num_heads % tp:
+        return f"{mixer.num_heads} Mamba heads are not divisible by tensor_parallel_size {tp}"
+    if mixer.n_groups % tp and mixer.n_groups != 1:
+        return (
+            f"{mixer.n_groups} Mamba groups can neither be split over nor replicated across "
+            f"tensor_parallel_size {tp}"
+        )
+    return ""

@@ -21,6 +21,7 @@ config's ignore list can be matched against them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +31,7 @@ from servesize.core.architecture import (
     DenseMlp,
     GatedDeltaNet,
     LatentAttention,
+    MambaMixer,
     MoeMlp,
     MultiHeadAttention,
 )
@@ -77,7 +79,10 @@ class WeightTensor:
 
 
 def _prefixes(arch: Architecture, i: int) -> tuple[str, str, str]:
-    mixer = "linear_attn" if isinstance(arch.layers[i].mixer, GatedDeltaNet) else "self_attn"
+    m = arch.layers[i].mixer
+    mixer = "linear_attn" if isinstance(m, GatedDeltaNet) else "self_attn"
+    if isinstance(m, MambaMixer):
+        mixer = "mamba" if arch.family in ("jamba", "bamba") else "mixer"
     mlp = {"mixtral": "block_sparse_moe", "llama4": "feed_forward"}.get(arch.family, "mlp")
     base = f"model.layers.{i}"
     return f"{base}.{mixer}", f"{base}.{mlp}", base
@@ -145,6 +150,8 @@ def _mixer(arch: Architecture, layer: DecoderLayer, tp: int) -> list[WeightTenso
         vec("kv_a_layernorm", m.kv_lora_rank)
         mat("kv_b_proj", heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank)
         mat("o_proj", h, heads * m.v_head_dim)
+    elif isinstance(m, MambaMixer):
+        _mamba_tensors(m, tp, h, mat, vec)
     else:
         assert isinstance(m, GatedDeltaNet)
         k_width = m.num_key_heads * m.key_head_dim
@@ -165,6 +172,30 @@ def _mixer(arch: Architecture, layer: DecoderLayer, tp: int) -> list[WeightTenso
         vec("norm", m.value_head_dim)
         mat("out_proj", h, v_width // tp)
     return out
+
+
+def _mamba_tensors(
+    m: MambaMixer,
+    tp: int,
+    h: int,
+    mat: Callable[[str, int, int], None],
+    vec: Callable[[str, int], None],
+) -> None:
+    """Mamba weights on one TP rank (vLLM ``MambaMixer2`` / ``MambaMixer``: in_proj, conv1d and
+    the per-head vectors column-split, out_proj row-split)."""
+    d_inner, n = m.d_inner // tp, m.d_state
+    if m.version == 2:
+        mat("in_proj", (2 * m.d_inner + 2 * m.n_groups * n + m.num_heads) // tp, h)
+        vec("conv1d", m.conv_channels // tp * (m.conv_kernel + int(m.conv_bias)))
+        vec("dt_bias+A_log+D+norm", 3 * m.num_heads // tp + d_inner)
+    else:
+        mat("in_proj", 2 * d_inner, h)
+        vec("conv1d", d_inner * (m.conv_kernel + int(m.conv_bias)))
+        mat("x_proj", m.dt_rank + 2 * n, d_inner)
+        mat("dt_proj", d_inner, m.dt_rank)
+        norms = (m.dt_rank + 2 * n) if m.inner_norms else 0
+        vec("A_log+D+dt_bias+norms", d_inner * n + 2 * d_inner + norms)
+    mat("out_proj", h, d_inner)
 
 
 def _ffn(

@@ -6,7 +6,15 @@ vllm/config/model.py ``get_num_kv_heads`` / ``get_head_size``):
 - full, sliding and chunked attention: ``2 · max(1, H_kv // TP) · D · s`` (heads replicated
   when TP exceeds them); MLA: ``(kv_lora_rank + qk_rope_head_dim) · s`` on every TP rank
   (the latent is not split); linear attention: nothing per token, a fixed state per sequence
-  (``(k - 1) · C / TP`` conv plus ``H_v / TP · d_k · d_v`` recurrent elements).
+  (``(k - 1) · C / TP`` conv plus ``H_v / TP · d_k · d_v`` recurrent elements); Mamba-2: a
+  fixed state per sequence of ``(k - 1) · (D_i + 2 · G' · N) / TP`` conv and
+  ``H / TP · P · N`` SSM elements, ``G' = G + extra_groups_for_head_shards(G, TP)`` (groups
+  replicated when TP does not divide them); Mamba-1: ``(k - 1) · D_i / TP`` and
+  ``D_i / TP · N`` (vllm/model_executor/layers/mamba/mamba_utils.py
+  ``MambaStateShapeCalculator.mamba2_state_shape`` / ``mamba1_state_shape``). The conv state
+  uses the model dtype (``mamba_cache_dtype="auto"``), the SSM state the checkpoint's
+  ``mamba_ssm_cache_dtype`` when it names one (``MambaStateDtypeCalculator``); each is one
+  ``MambaSpec`` page per request (vllm/v1/kv_cache_interface.py).
 
 A vLLM page holds ``block_size`` tokens of one layer. Worst-case blocks one request of ``T``
 tokens holds (``max_memory_usage_bytes``): full/MLA ``cdiv(T, bs)``; sliding window ``W``
@@ -32,8 +40,9 @@ from dataclasses import dataclass
 from servesize.core.architecture import (
     Architecture,
     AttentionKind,
-    GatedDeltaNet,
     LatentAttention,
+    MambaMixer,
+    Mixer,
     MultiHeadAttention,
 )
 from servesize.core.dtypes import bytes_for
@@ -44,13 +53,16 @@ from servesize.core.memory.units import cdiv
 __all__ = ["KvLayerSpec", "KvLayout", "kv_layer_specs", "kv_layout"]
 
 
+_STATE_KINDS = frozenset({AttentionKind.LINEAR.value, AttentionKind.MAMBA.value})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KvLayerSpec:
     """One kind of cache-holding layer on a GPU, and how many such layers it holds."""
 
     kind: str
     """``full_attention``, ``sliding_attention``, ``chunked_attention``, ``mla`` or
-    ``linear_attention``."""
+    ``linear_attention`` or ``mamba``."""
     layers: int
     bytes_per_token: int
     """Per layer, per GPU (0 for linear attention)."""
@@ -58,11 +70,11 @@ class KvLayerSpec:
     """How ``bytes_per_token`` (or ``state_bytes``) was computed, numbers substituted."""
     window_tokens: int | None = None
     state_bytes: int = 0
-    """Per layer and sequence, per GPU (linear attention only)."""
+    """Per layer and sequence, per GPU (linear-attention and Mamba layers only)."""
 
     def blocks(self, tokens: int, block_size: int, batched_tokens: int, state_blocks: int) -> int:
         """Worst-case blocks one request of ``tokens`` tokens holds in one layer group."""
-        if self.kind == AttentionKind.LINEAR.value:
+        if self.kind in _STATE_KINDS:
             return state_blocks
         if self.kind == AttentionKind.SLIDING.value and self.window_tokens is not None:
             held = min(self.window_tokens - 1 + batched_tokens, tokens)
@@ -132,8 +144,36 @@ class KvLayout:
         )
 
 
+def _mamba_spec(mixer: MambaMixer, tp: int, state_dtype: str, layers: int) -> KvLayerSpec:
+    if mixer.version == 2:
+        groups = mixer.n_groups + (0 if mixer.n_groups % tp == 0 else tp - mixer.n_groups)
+        channels = (mixer.d_inner + 2 * groups * mixer.d_state) // tp
+        heads, head_dim = mixer.num_heads // tp, mixer.head_dim
+    else:
+        channels = mixer.d_inner // tp
+        heads, head_dim = mixer.d_inner // tp, 1
+    conv = (mixer.conv_kernel - 1) * channels
+    ssm = heads * head_dim * mixer.d_state
+    ssm_dtype = mixer.ssm_state_dtype or state_dtype
+    state = bytes_for(conv, state_dtype) + bytes_for(ssm, ssm_dtype)
+    conv_s = f"{bytes_for(8, state_dtype) / 8:g} B"
+    ssm_s = f"{bytes_for(8, ssm_dtype) / 8:g} B"
+    dims = (
+        f"{heads} · {head_dim} · {mixer.d_state}"
+        if mixer.version == 2
+        else (f"{heads} · {mixer.d_state}")
+    )
+    formula = (
+        f"{mixer.conv_kernel - 1} · {channels} conv · {conv_s} + {dims} SSM · {ssm_s} = "
+        f"{state:,} B per sequence"
+    )
+    return KvLayerSpec(
+        kind=mixer.kind.value, layers=layers, bytes_per_token=0, formula=formula, state_bytes=state
+    )
+
+
 def _spec(
-    mixer: MultiHeadAttention | LatentAttention | GatedDeltaNet,
+    mixer: Mixer,
     tp: int,
     kv: KvCacheFormat,
     state_dtype: str,
@@ -159,6 +199,8 @@ def _spec(
             bytes_per_token=size,
             formula=f"{text} = {size:,} B (same on every TP rank)",
         )
+    if isinstance(mixer, MambaMixer):
+        return _mamba_spec(mixer, tp, state_dtype, layers)
     conv = (mixer.conv_kernel - 1) * (mixer.conv_channels // tp)
     recurrent = mixer.num_value_heads // tp * mixer.key_head_dim * mixer.value_head_dim
     state = bytes_for(conv, state_dtype) + bytes_for(recurrent, state_dtype)
@@ -177,9 +219,7 @@ def kv_layer_specs(
     arch: Architecture, layers: range, tp: int, kv: KvCacheFormat, state_dtype: str
 ) -> tuple[KvLayerSpec, ...]:
     """Cache-holding layer kinds among ``layers``, with their per-GPU sizes."""
-    counts: Counter[MultiHeadAttention | LatentAttention | GatedDeltaNet] = Counter(
-        arch.layers[i].mixer for i in layers
-    )
+    counts: Counter[Mixer] = Counter(arch.layers[i].mixer for i in layers)
     return tuple(_spec(mixer, tp, kv, state_dtype, n) for mixer, n in counts.items())
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servesize.core.architecture import AttentionKind
+from servesize.core.architecture import STATE_KINDS
 from servesize.core.steptime._arrays import FloatArray
 from servesize.core.steptime.operators import AttentionOp
 from servesize.core.steptime.rates import (
@@ -55,7 +55,7 @@ def attention_lookup(
     op: AttentionOp, tables: tuple[AttentionTable, ...], *, kv_dtype: str, phase: str
 ) -> AttentionLookup | None:
     """The table for ``op`` (same heads, head dim and KV dtype), else the nearest layout."""
-    if not tables or op.kind is AttentionKind.LINEAR:
+    if not tables or op.kind in STATE_KINDS:
         return None
     kv_fp8 = kv_dtype.startswith("fp8")
 
@@ -104,7 +104,7 @@ def attention_decode_cost(
     active = b > 0
     safe_b = np.where(active, b, 1.0)
     length = _window(context_tokens / safe_b, op.window_tokens)
-    if op.kind is AttentionKind.LINEAR:
+    if op.kind in STATE_KINDS:
         flops = b * op.recurrent_flops_per_token
         nbytes = b * 2.0 * op.state_bytes_per_sequence
     else:
@@ -186,7 +186,7 @@ def attention_prefill_cost(
     active = (s > 0) & (tokens > 0)
     safe_s = np.where(active, s, 1.0)
     chunk = tokens / safe_s
-    if op.kind is AttentionKind.LINEAR:
+    if op.kind in STATE_KINDS:
         flops = tokens * op.recurrent_flops_per_token
         nbytes = s * 2.0 * op.state_bytes_per_sequence + tokens * 4.0 * op.num_heads * (
             op.head_dim * activation_bytes

@@ -32,7 +32,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from servesize.core.architecture import AttentionKind
+from servesize.core.architecture import STATE_KINDS
 from servesize.core.steptime._arrays import FloatArray
 from servesize.core.steptime.attention import AttentionLookup
 from servesize.core.steptime.experts import moe_cost
@@ -154,7 +154,7 @@ class _ScalarAttention:
         a_b = model.inventory.activation_bytes
         self._op = op
         self._layers = float(op.layers)
-        self._linear = op.kind is AttentionKind.LINEAR
+        self._linear = op.kind in STATE_KINDS
         self._window = None if op.window_tokens is None else float(op.window_tokens)
         self._cs = rates.compute_slowdown
         self._ms = rates.memory_slowdown

@@ -23,6 +23,7 @@ dense MLP's.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from servesize.core.architecture import (
@@ -31,6 +32,7 @@ from servesize.core.architecture import (
     DenseMlp,
     GatedDeltaNet,
     LatentAttention,
+    MambaMixer,
     MoeMlp,
     MultiHeadAttention,
 )
@@ -291,6 +293,8 @@ def operator_inventory(
                 decode_flops_per_pair=decode_flops,
                 prefill_flops_per_pair=prefill_flops,
             )
+        elif isinstance(mixer, MambaMixer):
+            op = _mamba_op(mixer, tp, h, a_b, add_gemm)
         else:
             assert isinstance(mixer, GatedDeltaNet)
             kw = mixer.num_key_heads * mixer.key_head_dim
@@ -316,7 +320,9 @@ def operator_inventory(
             )
         attention[op] = attention.get(op, 0) + 1
 
-        if isinstance(mlp, DenseMlp):
+        if isinstance(mlp, DenseMlp) and mlp.intermediate_size == 0:
+            pass  # a Mamba-only layer (Mamba, Mamba-2, Nemotron-H mixer block): no MLP
+        elif isinstance(mlp, DenseMlp):
             width = mlp.intermediate_size / tp
             add_gemm("gate_up_proj" if mlp.gated else "up_proj", width * (2 if mlp.gated else 1), h)
             add_gemm("down_proj", h, width)
@@ -394,4 +400,48 @@ def operator_inventory(
         all_to_all_bytes_per_token=dp * h * a_b if top_k else 0.0,
         weight_bytes_per_gpu=weights / pp,
         kv_bytes_per_token_per_gpu=kv_full / pp,
+    )
+
+
+def _mamba_op(
+    m: MambaMixer,
+    tp: int,
+    h: int,
+    a_b: float,
+    add_gemm: Callable[[str, float, float], None],
+) -> AttentionOp:
+    """GEMMs and the state-pass of one Mamba layer on one TP rank.
+
+    Mamba-2 (vLLM ``MambaMixer2``): ``in_proj`` to ``(2*D_i + 2*G*N + H) / TP`` and
+    ``out_proj`` from ``D_i / TP``; Mamba-1 (``MambaMixer``) adds ``x_proj`` (``D_i/TP -> R +
+    2N``) and ``dt_proj`` (``R -> D_i/TP``). Per token the scan costs ``6 * D_i * N / TP`` FLOPs
+    plus ``2 * C * k / TP`` for the causal conv; decode reads and writes each sequence's conv and
+    SSM state once per layer (``state_bytes_per_sequence``, the SSM part in the checkpoint's
+    ``mamba_ssm_cache_dtype`` when it names one), prefill does the same once per chunk.
+    """
+    d_inner = m.d_inner / tp
+    if m.version == 2:
+        add_gemm("in_proj", (2 * m.d_inner + 2 * m.n_groups * m.d_state + m.num_heads) / tp, h)
+    else:
+        add_gemm("in_proj", 2 * d_inner, h)
+        add_gemm("x_proj", m.dt_rank + 2 * m.d_state, d_inner)
+        add_gemm("dt_proj", d_inner, m.dt_rank)
+    add_gemm("out_proj", h, d_inner)
+    ssm_b = _bytes(m.ssm_state_dtype) if m.ssm_state_dtype else a_b
+    conv = (m.conv_kernel - 1) * m.conv_channels / tp
+    state = conv * a_b + d_inner * m.d_state * ssm_b
+    heads = m.num_heads / tp
+    return AttentionOp(
+        kind=AttentionKind.MAMBA,
+        layers=0,
+        num_heads=max(1, round(heads)),
+        num_kv_heads=0,
+        head_dim=m.head_dim,
+        window_tokens=None,
+        kv_bytes_per_token=0.0,
+        decode_flops_per_pair=0.0,
+        prefill_flops_per_pair=0.0,
+        state_bytes_per_sequence=state,
+        recurrent_flops_per_token=(6 * m.d_inner * m.d_state + 2 * m.conv_channels * m.conv_kernel)
+        / tp,
     )

@@ -20,9 +20,14 @@ __all__ = ["FAMILIES", "EngineDomain", "ValidatedDomain", "domain_warnings", "mo
 FAMILIES: tuple[str, ...] = ("dense", "moe", "mla", "hybrid")
 """Model families of the residual groups: dense attention and MLP; mixture of experts; latent
 attention (DeepSeek-V2/V3); hybrid token mixers (sliding, chunked or linear attention layers,
-e.g. gpt-oss, Gemma, Qwen3-Next)."""
+e.g. gpt-oss, Gemma, Qwen3-Next, Jamba, Mamba)."""
 
-_HYBRID_KINDS = {AttentionKind.SLIDING, AttentionKind.CHUNKED, AttentionKind.LINEAR}
+_HYBRID_KINDS = {
+    AttentionKind.SLIDING,
+    AttentionKind.CHUNKED,
+    AttentionKind.LINEAR,
+    AttentionKind.MAMBA,
+}
 
 
 def model_family(arch: Architecture) -> str:
