@@ -44,6 +44,7 @@ HYBRID_MARKERS = frozenset(
         "attn_layer_indices",
         "expert_layer_period",
         "hybrid_override_pattern",
+        "hybrid_layer_ids",
         "layers_block_type",
         "attn_type_list",
         "mamba_d_state",
@@ -59,6 +60,8 @@ HYBRID_MARKERS = frozenset(
         "linear_num_key_heads",
         "linear_num_value_heads",
         "linear_conv_kernel_dim",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
         "full_attention_interval",
     }
 )

@@ -242,6 +242,8 @@ def _mlp(arch: Architecture, layer: DecoderLayer, res: ShardingView) -> list[Wei
     tp = res.tensor_parallel_size
     _, pre, _ = _prefixes(arch, layer.index)
     mlp = layer.mlp
+    if isinstance(mlp, DenseMlp) and mlp.intermediate_size == 0:
+        return []  # a mixer-only layer (Mamba, Mamba-2, Nemotron-H mixer block)
     if isinstance(mlp, DenseMlp):
         return _ffn(
             "mlp_dense", pre, h, mlp.intermediate_size // tp, gated=mlp.gated, bias=mlp.bias

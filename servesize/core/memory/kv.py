@@ -26,10 +26,11 @@ layers of each kind are split into groups of ``group_size = max_n if max_n < 1.5
 min_n`` layers (``min_n``/``max_n`` the fewest/most layers of one kind), padding the last
 group of a kind. The pool has ``group_size`` tensors of ``num_blocks`` pages, so
 ``num_blocks = available // page // group_size`` and a request holds the sum of its groups'
-blocks. With linear-attention layers the attention block size is raised to
-``bs · cdiv(state_page, bs · attention_bytes_per_token)`` tokens so one attention page covers
-one state page (vllm/platforms/interface.py; exact rule unverified), and state pages are
-padded to that page.
+blocks. With linear-attention or Mamba layers the attention block size is raised to
+``max(bs, 16 · cdiv(state_page, 16 · attention_bytes_per_token))`` tokens so one attention
+page covers one state page, and state pages are padded to that page
+(vllm/model_executor/models/config.py ``HybridAttentionMambaModelConfig.
+verify_and_update_config``, ``mamba_page_size_padded``).
 """
 
 from __future__ import annotations
@@ -269,7 +270,9 @@ def kv_layout(
     if attention and states:
         per_token = max(s.bytes_per_token for s in attention)
         state_page = max(s.state_bytes for s in states)
-        bs = block_size * cdiv(state_page, block_size * per_token)
+        # HybridAttentionMambaModelConfig.verify_and_update_config: the attention block grows
+        # to 16 * cdiv(mamba_page, 16 * attention_page_1_token) unless already larger.
+        bs = max(block_size, 16 * cdiv(state_page, 16 * per_token))
     page = max([bs * s.bytes_per_token for s in attention] + [s.state_bytes for s in states] + [0])
     if len(specs) == 1:
         only = specs[0]

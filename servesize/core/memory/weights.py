@@ -119,7 +119,10 @@ def _extras(
     tensors: list[WeightTensor],
 ) -> list[LineItem]:
     items: list[LineItem] = []
-    if constants.include_rope_cache and arch.max_position_embeddings:
+    # Jamba and Nemotron-H attention carries no positional encoding (vLLM jamba.py and
+    # nemotron_h.py build no rotary embedding), so there is no cos/sin cache.
+    nope = arch.family in ("jamba", "nemotron_h")
+    if constants.include_rope_cache and arch.max_position_embeddings and not nope:
         rotary = None
         for i in layers:
             mixer = arch.layers[i].mixer
