@@ -299,7 +299,7 @@ def _nemotron(r: ConfigReader, family: Family, hidden: int, num_layers: int) -> 
             mixer = mamba if ch == "M" else attention
             assert mixer is not None
             out.append(SsmLayer(mixer, _EMPTY, 1))
-        elif out:
+        elif out and ch in "-E":
             mlp = dense if ch == "-" else moe
             assert mlp is not None
             last = out[-1]
