@@ -38,6 +38,8 @@ from servesize.core.architecture import (
     state_bytes_per_sequence,
 )
 from servesize.core.errors import InvalidArchitectureError
+from servesize.core.memory import kv_layer_specs
+from servesize.core.memory.kv_format import resolve_kv_format
 
 MODELS = Path(__file__).resolve().parents[3] / "servesize" / "data" / "models"
 
@@ -241,3 +243,17 @@ def test_bad_hybrid_layouts_name_the_field() -> None:
     bamba = _config("ibm-ai-platform--Bamba-9B")
     assert "/attn_layer_indices" in _pointers(bamba | {"attn_layer_indices": [40]})
     assert "/mamba_n_heads" in _pointers(bamba | {"mamba_d_head": 32})
+
+
+def test_mamba2_state_per_gpu_replicates_a_single_group_under_tp() -> None:
+    """Bamba-9B at TP=2 (vLLM ``extra_groups_for_head_shards``: G=1 is replicated, G'=2):
+    conv channels (8192 + 2*2*128) / 2 = 4,352 -> 3*4,352 = 13,056; SSM 64*64*128 = 524,288;
+    (13,056 + 524,288) * 2 B = 1,074,688 B per layer and sequence per GPU."""
+    arch = _arch("ibm-ai-platform--Bamba-9B")
+    kv = resolve_kv_format("auto", arch.weight_dtype)
+    assert kv is not None
+    specs = {s.kind: s for s in kv_layer_specs(arch, range(32), 2, kv, "bf16")}
+    assert specs["mamba"].layers == 29
+    assert specs["mamba"].state_bytes == 1_074_688
+    # Attention: 2 * (8/2) * 128 * 2 B per token per layer.
+    assert specs["full_attention"].bytes_per_token == 2_048
