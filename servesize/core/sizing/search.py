@@ -28,7 +28,7 @@ already includes queueing delay at that load, and the fleet is checked by simula
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from servesize.core.architecture import Architecture, summarize
@@ -40,7 +40,7 @@ from servesize.core.sizing.launch import launch_plan
 from servesize.core.sizing.rank import ranked, unpriced_warning
 from servesize.core.sizing.result import Plan, Rejection, SizingResult
 from servesize.core.sizing.screen import TargetCurve, target_curves
-from servesize.core.sizing.space import SearchSpace, enumerate_candidates
+from servesize.core.sizing.space import Candidate, SearchSpace, enumerate_candidates
 from servesize.core.sizing.tier_a import (
     Screened,
     screen_aggregated,
@@ -77,9 +77,13 @@ class _Screening:
 
 
 def _screen_space(
-    inputs: SizingInputs, space: SearchSpace, targets: list[TargetCurve]
+    inputs: SizingInputs,
+    space: SearchSpace,
+    targets: list[TargetCurve],
+    progress: Callable[[int, int], None] | None = None,
 ) -> _Screening:
-    """Prune, build and screen every candidate of ``space`` (steps 1 to 3)."""
+    """Prune, build and screen every candidate of ``space`` (steps 1 to 3); ``progress`` is
+    called with (candidates done, candidates in all) after each one."""
     plans: list[Plan] = []
     screened: dict[str, Screened] = {}
     rejected: list[Rejection] = []
@@ -87,30 +91,20 @@ def _screen_space(
     passed_zero_load = 0
     step_models = StepModelCache()
     is_moe = summarize(inputs.arch).num_experts > 0
+    total = space.candidate_count
     for c in enumerate_candidates(space):
         evaluated += 1
-        memory = plan_candidate(inputs, c, is_moe=is_moe)
-        if isinstance(memory, Rejection):
-            rejected.append(memory)
-            continue
-        try:
-            replica = compile_candidate(inputs, c, memory, step_models)
-        except UnsupportedDeploymentError as exc:
-            rejected.append(Rejection(candidate=c, reason="unsupported", detail=str(exc)))
-            continue
-        outcome = (
-            screen_disaggregated(inputs, c, replica)
-            if c.kind == "disaggregated"
-            else screen_aggregated(inputs, c, replica, targets)
-        )
+        outcome = _screen_one(inputs, c, targets, step_models, is_moe=is_moe)
         if isinstance(outcome, Rejection):
             rejected.append(outcome)
             passed_zero_load += outcome.reason == "over-gpu-limit"
-            continue
-        plan, basis = outcome
-        plans.append(plan)
-        screened[c.label] = basis
-        passed_zero_load += 1
+        else:
+            plan, basis = outcome
+            plans.append(plan)
+            screened[c.label] = basis
+            passed_zero_load += 1
+        if progress is not None:
+            progress(evaluated, total)
     return _Screening(
         plans=tuple(plans),
         screened=screened,
@@ -118,6 +112,28 @@ def _screen_space(
         evaluated=evaluated,
         passed_zero_load=passed_zero_load,
     )
+
+
+def _screen_one(
+    inputs: SizingInputs,
+    c: Candidate,
+    targets: list[TargetCurve],
+    step_models: StepModelCache,
+    *,
+    is_moe: bool,
+) -> Rejection | tuple[Plan, Screened]:
+    """One candidate pruned, built and screened: its plan and what it was screened on, or
+    why it was rejected."""
+    memory = plan_candidate(inputs, c, is_moe=is_moe)
+    if isinstance(memory, Rejection):
+        return memory
+    try:
+        replica = compile_candidate(inputs, c, memory, step_models)
+    except UnsupportedDeploymentError as exc:
+        return Rejection(candidate=c, reason="unsupported", detail=str(exc))
+    if c.kind == "disaggregated":
+        return screen_disaggregated(inputs, c, replica)
+    return screen_aggregated(inputs, c, replica, targets)
 
 
 def _with_launch(inputs: SizingInputs, model_name: str, plan: Plan, *, is_moe: bool) -> Plan:
@@ -146,10 +162,12 @@ def size(
     verify_top: int = 3,
     calibrated: bool = True,
     max_plans: int = MAX_PLANS,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SizingResult:
     """Rank the deployments of ``space`` that serve ``traffic`` within ``objective`` (see the
     module docstring). ``prices`` are per GPU-hour by hardware id; ``measured`` kernel tables by
-    hardware id."""
+    hardware id. ``progress``, when given, is called with (candidates screened, candidates in
+    all) after each candidate's screen."""
     if not 0 < headroom <= 1:
         raise ValueError(f"headroom must be in (0, 1], got {headroom}")
     if verify_top < 0:
@@ -181,7 +199,8 @@ def size(
         warnings.append(
             f"sized for min_throughput_requests_per_s = {floor:g}/s, above the forecast rate"
         )
-    screening = _screen_space(inputs, space, target_curves(objective, inputs.output_tokens))
+    curves = target_curves(objective, inputs.output_tokens)
+    screening = _screen_space(inputs, space, curves, progress)
     if verify_top:
         verified = verify_ranked(
             VerifyInputs(sizing=inputs, screened=screening.screened), screening.plans, verify_top

@@ -218,3 +218,28 @@ def test_engine_args_use_known_flags_and_the_plan_fits() -> None:
         ),
     )
     assert replay.fits
+
+
+def test_progress_counts_every_candidate_screened() -> None:
+    # 2 GPUs × TP (1, 2) × budgets (2048, 8192) = 8 aggregated candidates, plus one
+    # disaggregated pair per layout (2 GPUs × 2 TPs) = 12; rejected or not, every candidate is
+    # reported exactly once, in order, against the same total.
+    calls: list[tuple[int, int]] = []
+    result = size(
+        LLAMA_8B,
+        model_name="m",
+        space=_space(
+            "l4",
+            "h100-sxm",
+            tensor_parallel=(1, 2),
+            max_num_batched_tokens=(2048, 8192),
+            disaggregation=True,
+        ),
+        traffic=TRAFFIC,
+        objective=LOOSE,
+        prices={},
+        verify_top=0,
+        progress=lambda done, total: calls.append((done, total)),
+    )
+    assert calls == [(k, 12) for k in range(1, 13)]
+    assert result.candidates_evaluated == 12
