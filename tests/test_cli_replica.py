@@ -16,13 +16,15 @@ BASE = ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"]
 
 def test_data_parallel_ranks_reach_the_scheduler_and_the_step_model() -> None:
     """Regression: the CLI compiled replicas without DP (and EP)."""
-    one = json.loads(runner.invoke(app, ["perf", *BASE, "--json"]).output)
-    two = runner.invoke(app, ["perf", *BASE, "--dp", "2", "--json"])
+    small = ["--rate", "1", "--num-requests", "10", "--input-tokens", "64", "--output-tokens", "4"]
+    one = runner.invoke(app, ["simulate", *BASE, *small, "--json"])
+    two = runner.invoke(app, ["simulate", *BASE, *small, "--dp", "2", "--json"])
     assert two.exit_code == 0, two.output
-    pooled = json.loads(two.output)["scheduler"]
-    assert pooled["max_num_batched_tokens"] == 2 * one["scheduler"]["max_num_batched_tokens"]
-    assert pooled["max_num_seqs"] == 2 * one["scheduler"]["max_num_seqs"]
-    assert pooled["num_kv_blocks"] == 2 * one["scheduler"]["num_kv_blocks"]
+    single = json.loads(one.stdout)["engine_config"]
+    pooled = json.loads(two.stdout)["engine_config"]
+    assert pooled["max_num_batched_tokens"] == 2 * single["max_num_batched_tokens"]
+    assert pooled["max_num_seqs"] == 2 * single["max_num_seqs"]
+    assert pooled["kv_blocks"] == 2 * single["kv_blocks"]
 
 
 def test_a_replayed_request_over_max_model_len_is_refused(tmp_path: Path) -> None:

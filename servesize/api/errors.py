@@ -11,7 +11,8 @@ ApiError                 carries status, slug, detail, extensions, headers
  ├─ SloInfeasibleError   422 an SLO no load (or no candidate) meets
  └─ PreconditionFailedError 412 / 428
 
-Core errors (``servesize.core.errors``) are mapped here; the core knows nothing of HTTP.
+The classes are defined in :mod:`servesize.api.exceptions` (no server stack) and re-exported
+here. Core errors (``servesize.core.errors``) are mapped here; the core knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from servesize.api.exceptions import (
+    ApiError,
+    BadRequestError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PreconditionFailedError,
+    PreconditionRequiredError,
+    RateLimitedError,
+    SloInfeasibleError,
+    UnauthorizedError,
+    UnprocessableError,
+)
 from servesize.api.problems import problem_response
 from servesize.core.errors import (
     InsufficientMemoryError,
@@ -44,86 +58,24 @@ from servesize.core.replica import (
     WholePromptOverflowError,
 )
 
+__all__ = [
+    "ApiError",
+    "BadRequestError",
+    "ConflictError",
+    "ForbiddenError",
+    "NotFoundError",
+    "PreconditionFailedError",
+    "PreconditionRequiredError",
+    "RateLimitedError",
+    "SloInfeasibleError",
+    "UnauthorizedError",
+    "UnprocessableError",
+    "install_error_handlers",
+    "json_pointer",
+    "validation_errors",
+]
+
 log = logging.getLogger("servesize.api")
-
-
-class ApiError(Exception):
-    """An error whose HTTP rendering is known where it is raised."""
-
-    status = 500
-    slug = "internal-error"
-
-    def __init__(
-        self,
-        detail: str,
-        *,
-        headers: dict[str, str] | None = None,
-        **extensions: Any,
-    ) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.headers = headers
-        self.extensions = extensions
-
-
-class BadRequestError(ApiError):
-    status, slug = 400, "bad-request"
-
-
-class UnauthorizedError(ApiError):
-    status, slug = 401, "unauthorized"
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail, headers={"WWW-Authenticate": 'Bearer realm="servesize"'})
-
-
-class ForbiddenError(ApiError):
-    status, slug = 403, "forbidden"
-
-
-class NotFoundError(ApiError):
-    status, slug = 404, "not-found"
-
-
-class ConflictError(ApiError):
-    status, slug = 409, "conflict"
-
-
-class RateLimitedError(ApiError):
-    status, slug = 429, "rate-limited"
-
-    def __init__(self, detail: str, *, retry_after_s: int, policy: str) -> None:
-        super().__init__(detail, headers={"Retry-After": str(retry_after_s)}, policy=policy)
-
-
-class UnprocessableError(ApiError):
-    """422 for input that parses but cannot be accepted; ``errors`` lists the fields."""
-
-    status, slug = 422, "unprocessable"
-
-    def __init__(self, detail: str, *, slug: str, errors: list[dict[str, str]]) -> None:
-        super().__init__(detail, errors=errors)
-        self.slug = slug
-
-
-class SloInfeasibleError(ApiError):
-    """422 ``slo-infeasible``: targets no load can meet: below what the deployment (or, in
-    sizing, every candidate) achieves with no load at all, or a minimum throughput beyond one
-    replica's saturation rate. ``errors`` points at each target, with the value that defeats it.
-    """
-
-    status, slug = 422, "slo-infeasible"
-
-    def __init__(self, detail: str, *, errors: list[dict[str, Any]]) -> None:
-        super().__init__(detail, errors=errors)
-
-
-class PreconditionFailedError(ApiError):
-    status, slug = 412, "precondition-failed"
-
-
-class PreconditionRequiredError(ApiError):
-    status, slug = 428, "precondition-required"
 
 
 def json_pointer(parts: Sequence[str | int]) -> str:

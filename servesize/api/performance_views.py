@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from servesize.api.errors import UnprocessableError
-from servesize.api.replica_resolver import ResolvedReplica
+from servesize.api.exceptions import UnprocessableError
+from servesize.api.resolved import ResolvedReplica
 from servesize.core.steptime import ServingEstimate, closed_loop
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (

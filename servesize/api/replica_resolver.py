@@ -13,13 +13,13 @@ from servesize.api.hardware_resolver import inline_spec
 from servesize.api.lookups import ActiveCalibration, LookupCache
 from servesize.api.measured import scaled_tables
 from servesize.api.models_resolver import ResolvedModel
+from servesize.api.resolved import ResolvedReplica
 from servesize.core.hardware import HardwareSpec
-from servesize.core.memory import Deployment, MemoryPlan
-from servesize.core.replica import Replica, compile_replica
+from servesize.core.memory import Deployment
+from servesize.core.replica import compile_replica
 from servesize.core.steptime import (
     EngineProfile,
     MeasuredProfile,
-    StepTimeModel,
     engine_profile,
     simulator_constants,
 )
@@ -47,28 +47,6 @@ class ReplicaInputs:
     measurements: MeasuredProfile | None
     calibrations: dict[str, ActiveCalibration] = field(default_factory=dict)
     """The stored profile's applied recalibrations by engine (none for inline hardware)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedReplica:
-    """The model a request named and the replica compiled for it."""
-
-    model: ResolvedModel
-    replica: Replica
-    calibration: ActiveCalibration | None = None
-    """The recalibration whose constants the replica steps with, if any."""
-
-    @property
-    def hardware(self) -> HardwareSpec:
-        return self.replica.hardware
-
-    @property
-    def memory(self) -> MemoryPlan:
-        return self.replica.memory
-
-    @property
-    def step_model(self) -> StepTimeModel:
-        return self.replica.step_model
 
 
 class ReplicaRequest(Protocol):

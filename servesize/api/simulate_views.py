@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from servesize.api.replica_resolver import ResolvedReplica
+from servesize.api.resolved import ResolvedReplica
 from servesize.api.simulation_runner import SimulationRun
 from servesize.core.simulation import SLO, LatencyStats, SimulationResult
 from servesize.schemas.memory import AppliedDefaultOut

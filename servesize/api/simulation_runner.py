@@ -17,9 +17,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from servesize.api.errors import UnprocessableError
-from servesize.api.replica_resolver import ResolvedReplica
-from servesize.core.replica import DisaggregatedPools, KVLink, simulate_replica
+from servesize.api.exceptions import UnprocessableError
+from servesize.api.resolved import ResolvedReplica
+from servesize.core.replica import (
+    DisaggregatedPools,
+    KVLink,
+    Replica,
+    ReplicaRun,
+    simulate_replica,
+)
 from servesize.core.simulation import (
     ClientOverheads,
     KVTransfer,
@@ -257,6 +263,13 @@ def build_workload(
     return workload
 
 
+def seed_streams(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
+    """Independent streams for the requests and the router, both fixed by ``seed`` (the
+    CLI's ``simulate --seed`` draws from the same ones)."""
+    workload_seed, routing_seed = np.random.SeedSequence(seed).spawn(2)
+    return workload_seed, routing_seed
+
+
 def run_simulation(
     built: ResolvedReplica,
     traffic: TrafficIn,
@@ -284,8 +297,7 @@ def run_simulation(
         )
     if policy is not None or kv_link is not None:
         replica = replica.configured(policy=policy, kv_link=kv_link)
-    # Independent streams for the requests and the router, both fixed by the seed.
-    workload_seed, routing_seed = np.random.SeedSequence(traffic.seed).spawn(2)
+    workload_seed, routing_seed = seed_streams(traffic.seed)
     workload = build_workload(traffic, replica.memory.max_model_len, workload_seed, pointer=pointer)
     pools = (
         DisaggregatedPools(
@@ -306,6 +318,11 @@ def run_simulation(
         pools=pools,
         progress=progress,
     )
+    return simulation_run(replica, workload, run)
+
+
+def simulation_run(replica: Replica, workload: Workload, run: ReplicaRun) -> SimulationRun:
+    """The run of ``workload`` on ``replica`` as the renderers read it (also the CLI's)."""
     return SimulationRun(
         scheduler=run.scheduler,
         workload=workload,

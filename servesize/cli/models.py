@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from servesize.cli.app import architecture_or_exit, catalog, console, exit_with_issues, models_app
+from servesize.cli.exports import CsvOption, JsonOption, export_format, write_csv, write_json
 from servesize.core.architecture import Architecture, parse_architecture, summarize
 from servesize.core.errors import InvalidArchitectureError
 
@@ -22,9 +23,19 @@ def _print_summary(arch: Architecture) -> None:
 
 
 @models_app.command("list")
-def models_list() -> None:
-    """List the catalogue with parameter counts."""
+def models_list(as_json: JsonOption = False, as_csv: CsvOption = False) -> None:
+    """List the catalogue with parameter counts (--json: as GET /v1/models answers)."""
+    export = export_format(as_json, as_csv)
     models = catalog()
+    if export is not None:
+        from servesize.cli.answers import MODEL_COLUMNS, model_rows, models_page
+
+        page = models_page(models)
+        if export == "json":
+            write_json(page)
+        else:
+            write_csv(MODEL_COLUMNS, model_rows(page))
+        return
     table = Table("id", "family", "layers", "parameters", "active")
     for model_id in models.ids():
         summary = summarize(models.architecture(model_id))

@@ -19,16 +19,30 @@ from rich.table import Table
 from servesize.cli.app import (
     app,
     architecture_or_exit,
+    catalog,
     console,
     datasheet_gpu,
     exit_with_issues,
     refuse,
 )
+from servesize.cli.exports import (
+    CsvOption,
+    JsonOption,
+    data_on_stdout,
+    export_format,
+    write_csv,
+    write_json,
+)
 from servesize.core.errors import InsufficientMemoryError
 from servesize.core.memory import Deployment, InvalidDeploymentError, kv_budget, plan_memory
-from servesize.core.replica import Replica, ReplicaError, compile_replica, simulate_replica
+from servesize.core.replica import (
+    Replica,
+    ReplicaError,
+    ReplicaRun,
+    compile_replica,
+    simulate_replica,
+)
 from servesize.core.simulation import SchedulerConfig, SimulationSummary
-from servesize.core.steptime import closed_loop
 from servesize.core.traffic import (
     CLOSED_LOOP_WARNING,
     FixedLength,
@@ -182,9 +196,9 @@ CapacitySchedulerPolicy = Annotated[
 def perf(
     model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
     gpu: Annotated[str, typer.Option(help="Datasheet profile id, e.g. h100-sxm.")],
-    concurrency: Annotated[int, typer.Option(min=1)] = 1,
-    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
-    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    concurrency: Annotated[int, typer.Option(min=1, max=100_000)] = 1,
+    input_tokens: Annotated[int, typer.Option(min=1, max=2**24)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1, max=2**24)] = 256,
     tp: Tp = 1,
     dp: Dp = 1,
     expert_parallel: ExpertParallel = False,
@@ -192,9 +206,19 @@ def perf(
     max_model_len: Annotated[int | None, typer.Option()] = None,
     max_num_batched_tokens: Budget = None,
     capacity_scheduler_policy: CapacitySchedulerPolicy = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
-    """Step times and the closed-loop steady state (TTFT, TPOT, throughput)."""
+    """Step times and the closed-loop steady state (TTFT, TPOT, throughput); --json prints what
+    POST /v1/performance answers for the same inputs.
+
+    Exits 2 when a request of these lengths exceeds max_model_len."""
+    from servesize.api.exceptions import UnprocessableError
+    from servesize.api.performance_views import performance_estimate
+    from servesize.cli.answers import resolved
+    from servesize.schemas.performance import WorkloadPoint
+
+    export = export_format(as_json, as_csv)
     deployment = Deployment(
         tensor_parallel_size=tp,
         data_parallel_size=dp,
@@ -204,29 +228,30 @@ def perf(
         max_num_batched_tokens=max_num_batched_tokens,
         capacity_scheduler_policy=capacity_scheduler_policy,
     )
-    replica = compile_or_exit(model, gpu, deployment)
-    est = closed_loop(
-        replica.step_model,
-        concurrency=concurrency,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        kv_capacity_tokens=replica.kv_capacity_tokens,
-    )
-    if as_json:
-        figures = {
-            "scheduler": asdict(replica.scheduler),
-            "prefill_time_s": float(est.prefill_time_s[0]),
-            "decode_step_time_s": float(est.decode_step_time_s[0]),
-            "ttft_zero_load_s": float(est.ttft_zero_load_s[0]),
-            "ttft_s": float(est.ttft_s[0]),
-            "tpot_s": float(est.tpot_s[0]),
-            "throughput_output_tokens_per_s": float(est.throughput_output_tokens_per_s[0]),
-            "kv_capacity_tokens": replica.memory.kv_capacity_tokens,
-            "sources": dict(est.sources),
-        }
-        print(json.dumps(figures, indent=2))
-        return
-    table = Table("metric", "value", title=f"{model} on {gpu}, {concurrency} clients (closed loop)")
+    with data_on_stdout(export):
+        built = resolved(catalog(), model, compile_or_exit(model, gpu, deployment))
+        work = WorkloadPoint(
+            concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens
+        )
+        try:
+            est = performance_estimate(built, work)
+        except UnprocessableError as exc:
+            refuse(exc.detail, code=2)
+        if export is not None:
+            from servesize.cli.answers import (
+                PERFORMANCE_COLUMNS,
+                performance_answer,
+                performance_rows,
+            )
+
+            answer = performance_answer(built, work, est)
+            if export == "json":
+                write_json(answer)
+            else:
+                write_csv(PERFORMANCE_COLUMNS, performance_rows(answer))
+            return
+    title = f"{model} on {gpu}, {concurrency} clients (closed loop)"
+    table = Table("metric", "value", title=title)
     rows = [
         (
             "prefill, one prompt alone",
@@ -269,7 +294,9 @@ def _workload(
             output_tokens=rows.output_tokens,
             warmup_requests=rows.size // 10,
         )
-    rng = np.random.default_rng(seed)
+    from servesize.api.simulation_runner import seed_streams
+
+    rng = np.random.default_rng(seed_streams(seed)[0])  # the API's stream for this seed
     prompt, output = FixedLength(input_tokens), FixedLength(output_tokens)
     if rate is not None:
         return open_loop_workload(
@@ -361,11 +388,15 @@ def simulate(
             "input_tokens, output_tokens.",
         ),
     ] = None,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
-    """Simulate one engine replica request by request (continuous batching, paged KV).
+    """Simulate one engine replica request by request (continuous batching, paged KV); --json
+    prints what POST /v1/simulate answers for the same inputs and seed.
 
     Exits 2 when the engine could not serve the run as asked (a request over max_model_len or
     over a whole-prompt scheduler's budget, too many prefill steps)."""
+    export = export_format(as_json, as_csv)
     if (rate is None) + (concurrency is None) + (trace is None) != 2:
         console.print(
             "[red]give exactly one of --rate (open loop), --concurrency (closed) or --trace[/]"
@@ -380,17 +411,57 @@ def simulate(
         max_num_batched_tokens=max_num_batched_tokens,
         capacity_scheduler_policy=capacity_scheduler_policy,
     )
-    replica = compile_or_exit(model, gpu, deployment)
-    workload = _workload(
-        rate=rate,
-        concurrency=concurrency,
-        trace=trace,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        num_requests=num_requests,
-        seed=seed,
-    )
-    console.print(scheduler_line(replica.scheduler), soft_wrap=True, markup=False)
+    with data_on_stdout(export):
+        replica = compile_or_exit(model, gpu, deployment)
+        workload = _workload(
+            rate=rate,
+            concurrency=concurrency,
+            trace=trace,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            num_requests=num_requests,
+            seed=seed,
+        )
+        console.print(scheduler_line(replica.scheduler), soft_wrap=True, markup=False)
+        run = _run(replica, workload, seed)
+        if export is not None:
+            from servesize.api.simulation_runner import simulation_run
+            from servesize.cli.answers import (
+                SIMULATE_COLUMNS,
+                resolved,
+                simulate_answer,
+                simulate_request,
+                simulate_rows,
+            )
+
+            body = simulate_request(
+                model=model,
+                gpu=gpu,
+                deployment=deployment,
+                rate=rate,
+                concurrency=concurrency,
+                trace=trace,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                num_requests=num_requests,
+                warmup_requests=workload.warmup_requests,
+                seed=seed,
+            )
+            built = resolved(catalog(), model, replica)
+            answer = simulate_answer(body, built, simulation_run(replica, workload, run))
+            if export == "json":
+                write_json(answer)
+            else:
+                write_csv(SIMULATE_COLUMNS, simulate_rows(answer))
+            return
+    _print_summary(run.result.summary(), f"{model} on {gpu}")
+
+
+def _run(replica: Replica, workload: Workload, seed: int) -> ReplicaRun:
+    """One run of ``workload``, with a progress bar; the router's stream is the API's for
+    ``seed``; exits 2 on the core's refusal."""
+    from servesize.api.simulation_runner import seed_streams
+
     with Progress(
         TextColumn("simulating"),
         BarColumn(),
@@ -405,8 +476,12 @@ def simulate(
             bar.update(task, completed=finished, total=total)
 
         try:
-            run = simulate_replica(replica, workload, progress=advance)
+            return simulate_replica(
+                replica,
+                workload,
+                routing_rng=np.random.default_rng(seed_streams(seed)[1]),
+                progress=advance,
+            )
         except ReplicaError as exc:
             bar.stop()
             refuse(str(exc), code=2)
-    _print_summary(run.result.summary(), f"{model} on {gpu}")

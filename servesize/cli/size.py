@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from servesize.cli.app import app, architecture_or_exit, console, datasheet_gpu, refuse
+from servesize.cli.exports import (
+    CsvOption,
+    JsonOption,
+    data_on_stdout,
+    export_format,
+    write_csv,
+    write_json,
+)
 from servesize.core.traffic import FixedLength
 
 if TYPE_CHECKING:
-    from servesize.core.sizing import Plan, SearchSpace
+    from servesize.core.sizing import Plan, SearchSpace, SizingResult, SizingTraffic
+    from servesize.prices import PriceQuote
 
 __all__ = ["SIZE_WIDE_COLUMNS", "size_command"]
 
@@ -117,6 +130,30 @@ def _plan_table(plans: Sequence[Plan], space: SearchSpace, *, narrow: bool) -> T
     return table
 
 
+@contextmanager
+def _screen_progress() -> Iterator[Callable[[int, int], None] | None]:
+    """A bar of candidates screened out of all, on stderr when it is a terminal (the search's
+    ``progress`` callback); nothing (None) when stderr is piped or redirected."""
+    err = Console(file=sys.stderr)
+    if not err.is_terminal:
+        yield None
+        return
+    with Progress(
+        TextColumn("screening candidates"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("size", total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield advance
+
+
 def _launches(plan: Plan) -> list[tuple[str, list[str]]]:
     """The plan's launch commands (``Plan.launch``) as ``(role, argv)``; a single server's role
     is ``both``, as the manifests name it."""
@@ -175,10 +212,12 @@ def size_command(
             "benchmark script into this directory.",
         ),
     ] = None,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
-    """The cheapest deployments that serve --rate within --slo, ranked, from the datasheet GPUs."""
-    from collections import Counter
-
+    """The cheapest deployments that serve --rate within --slo, ranked, from the datasheet GPUs;
+    --json prints what POST /v1/sizing answers for the same inputs, --csv one row per plan and
+    per rejected candidate. Exits 1 when no candidate meets the SLO (after printing)."""
     from servesize.calibration import tables_for_gpu
     from servesize.core.hardware import datasheet_spec
     from servesize.core.sizing import (
@@ -188,65 +227,119 @@ def size_command(
         default_max_model_len,
         explain,
         parse_slo,
-        shell_command,
         size,
     )
     from servesize.db.seed import datasheet_entries
 
-    try:
-        objective = parse_slo(slo)
-    except ValueError as exc:
-        _size_usage_error(f"--slo: {exc}")
-    if not rate > 0 or rate == float("inf"):
-        _size_usage_error(f"--rate must be a finite number > 0, got {rate:g}")
-    if not 0 < headroom <= 1:
-        _size_usage_error(f"--headroom must be in (0, 1], got {headroom:g}")
-    arch = architecture_or_exit(model)
-    if gpu:
-        hardware = tuple(datasheet_gpu(g) for g in dict.fromkeys(gpu))
-    else:
-        hardware = tuple(datasheet_spec(e) for e in datasheet_entries())
-    from servesize.prices import PriceQuote, reference_prices
-
-    prices = _parse_prices(price or [], (h.id for h in hardware))
-    quotes = {g: PriceQuote(p, origin="request") for g, p in prices.items()}
-    sheet = reference_prices()
-    for h in hardware:
-        if h.id not in prices and h.id in sheet:
-            quotes[h.id] = sheet[h.id]
-            prices[h.id] = sheet[h.id].usd_per_gpu_hour
-    measured = {h.id: t for h in hardware if (t := tables_for_gpu(h)) is not None}
-    try:
-        space = SearchSpace(
-            hardware=hardware,
-            engines=tuple(dict.fromkeys(engine or ["vllm"])),
-            tensor_parallel=tuple(dict.fromkeys(tp or [1, 2, 4, 8])),
-            max_model_len=(default_max_model_len(input_tokens, output_tokens),),
-            disaggregation=disaggregation,
-            max_gpus=max_gpus,
-        )
-        traffic = SizingTraffic(
-            rate_per_s=rate,
-            input_tokens=FixedLength(input_tokens),
-            output_tokens=FixedLength(output_tokens),
-        )
-    except ValueError as exc:
-        _size_usage_error(str(exc))
-    with console.status(f"sizing {model} for {rate:g} requests/s ..."):
+    export = export_format(as_json, as_csv)
+    with data_on_stdout(export):
         try:
-            result = size(
-                arch,
-                model_name=model,
-                space=space,
-                traffic=traffic,
-                objective=objective,
-                prices=prices,
-                measured=measured,
-                headroom=headroom,
-                verify_top=verify_top,
+            objective = parse_slo(slo)
+        except ValueError as exc:
+            _size_usage_error(f"--slo: {exc}")
+        if not rate > 0 or rate == float("inf"):
+            _size_usage_error(f"--rate must be a finite number > 0, got {rate:g}")
+        if not 0 < headroom <= 1:
+            _size_usage_error(f"--headroom must be in (0, 1], got {headroom:g}")
+        arch = architecture_or_exit(model)
+        if gpu:
+            hardware = tuple(datasheet_gpu(g) for g in dict.fromkeys(gpu))
+        else:
+            hardware = tuple(datasheet_spec(e) for e in datasheet_entries())
+        from servesize.prices import PriceQuote, reference_prices
+
+        prices = _parse_prices(price or [], (h.id for h in hardware))
+        quotes = {g: PriceQuote(p, origin="request") for g, p in prices.items()}
+        sheet = reference_prices()
+        for h in hardware:
+            if h.id not in prices and h.id in sheet:
+                quotes[h.id] = sheet[h.id]
+                prices[h.id] = sheet[h.id].usd_per_gpu_hour
+        measured = {h.id: t for h in hardware if (t := tables_for_gpu(h)) is not None}
+        try:
+            space = SearchSpace(
+                hardware=hardware,
+                engines=tuple(dict.fromkeys(engine or ["vllm"])),
+                tensor_parallel=tuple(dict.fromkeys(tp or [1, 2, 4, 8])),
+                max_model_len=(default_max_model_len(input_tokens, output_tokens),),
+                disaggregation=disaggregation,
+                max_gpus=max_gpus,
             )
-        except SizingTooLargeError as exc:
+            traffic = SizingTraffic(
+                rate_per_s=rate,
+                input_tokens=FixedLength(input_tokens),
+                output_tokens=FixedLength(output_tokens),
+            )
+        except ValueError as exc:
             _size_usage_error(str(exc))
+        with _screen_progress() as progress:
+            try:
+                result = size(
+                    arch,
+                    model_name=model,
+                    space=space,
+                    traffic=traffic,
+                    objective=objective,
+                    prices=prices,
+                    measured=measured,
+                    headroom=headroom,
+                    verify_top=verify_top,
+                    progress=progress,
+                )
+            except SizingTooLargeError as exc:
+                _size_usage_error(str(exc))
+        if export is None:
+            _print_result(result, space, quotes, model=model, traffic=traffic)
+        else:
+            from servesize.cli.answers import PLAN_COLUMNS, plan_rows, sizing_answer
+
+            answer = sizing_answer(result, model, arch, quotes)
+            if export == "json":
+                write_json(answer)
+            else:
+                write_csv(
+                    PLAN_COLUMNS, plan_rows(answer, [p.candidate.label for p in result.plans])
+                )
+        if out is not None and result.plans:
+            from servesize.cli.size_out import write_plans
+
+            written = write_plans(
+                out,
+                model=model,
+                plans=result.plans,
+                launches=[_launches(p) for p in result.plans],
+                traffic=traffic,
+                gpus_per_node={
+                    h.id: h.interconnect.gpus_per_node if h.interconnect else 8 for h in hardware
+                },
+                gpu_names={h.id: h.name for h in hardware},
+                quotes=quotes,
+            )
+            console.print(f"wrote {len(written)} files to {out}", soft_wrap=True, markup=False)
+        for warning in result.warnings:
+            console.print(f"warning: {warning}", style="yellow", soft_wrap=True, markup=False)
+        console.print(explain(result), soft_wrap=True, markup=False)
+        if not result.plans:
+            console.print("[red]no candidate meets the SLO at this rate[/]")
+            raise typer.Exit(code=1)
+
+
+def _print_result(
+    result: SizingResult,
+    space: SearchSpace,
+    quotes: dict[str, PriceQuote],
+    *,
+    model: str,
+    traffic: SizingTraffic,
+) -> None:
+    """The header line, the plan table, the best plan's launch commands and notes, the
+    rejected candidates by reason and where the prices came from."""
+    from collections import Counter
+
+    from servesize.core.sizing import shell_command
+
+    input_tokens = round(traffic.input_tokens.mean_tokens)
+    output_tokens = round(traffic.output_tokens.mean_tokens)
     console.print(
         f"{model} at {result.target_rate_per_s:g} requests/s ({input_tokens} in, "
         f"{output_tokens} out), headroom {result.headroom:g}: {result.plans_found} plans from "
@@ -295,25 +388,3 @@ def size_command(
             soft_wrap=True,
             markup=False,
         )
-    if out is not None and result.plans:
-        from servesize.cli.size_out import write_plans
-
-        written = write_plans(
-            out,
-            model=model,
-            plans=result.plans,
-            launches=[_launches(p) for p in result.plans],
-            traffic=traffic,
-            gpus_per_node={
-                h.id: h.interconnect.gpus_per_node if h.interconnect else 8 for h in hardware
-            },
-            gpu_names={h.id: h.name for h in hardware},
-            quotes=quotes,
-        )
-        console.print(f"wrote {len(written)} files to {out}", soft_wrap=True, markup=False)
-    for warning in result.warnings:
-        console.print(f"warning: {warning}", style="yellow", soft_wrap=True, markup=False)
-    console.print(explain(result), soft_wrap=True, markup=False)
-    if not result.plans:
-        console.print("[red]no candidate meets the SLO at this rate[/]")
-        raise typer.Exit(code=1)

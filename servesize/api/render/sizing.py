@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from servesize.api.errors import SloInfeasibleError
+from servesize.api.exceptions import SloInfeasibleError
 from servesize.core.sizing import (
     LaunchPlan,
     Plan,

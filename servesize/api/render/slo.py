@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from servesize.api.errors import SloInfeasibleError, UnprocessableError
-from servesize.api.replica_resolver import ResolvedReplica
+from servesize.api.resolved import ResolvedReplica
 from servesize.api.simulate_views import latency_out
 from servesize.core.simulation import SimulationSummary
 from servesize.core.slo import (

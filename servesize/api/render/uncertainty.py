@@ -7,7 +7,7 @@ field is left as it was.
 
 from __future__ import annotations
 
-from servesize.api.replica_resolver import ResolvedReplica
+from servesize.api.resolved import ResolvedReplica
 from servesize.api.simulation_runner import length_distribution
 from servesize.api.uncertainty import uncertainty
 from servesize.core.architecture import Architecture
