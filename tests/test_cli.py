@@ -138,8 +138,9 @@ def test_models_list_and_show() -> None:
 
 
 def test_piped_tables_keep_whole_ids() -> None:
-    """Without COLUMNS and without a terminal the table is 240 columns wide, so the longest
-    catalogue id is printed whole; a narrow COLUMNS is obeyed (and truncates it)."""
+    """Without COLUMNS and without a terminal the table takes its natural width: the longest
+    catalogue id is printed whole, and no line is padded beyond the table; a narrow COLUMNS is
+    obeyed (and truncates it). An id longer than any terminal is in tests/test_cli_exports.py."""
     longest = max((p.stem for p in MODELS_DIR.glob("*.json")), key=len)
     piped = runner.invoke(app, ["models", "list"], env={"COLUMNS": ""})
     assert piped.exit_code == 0, piped.output

@@ -43,8 +43,9 @@ app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(models_app, name="models")
 console = Console()
-PIPED_WIDTH = 240
-"""Console width when the output is not a terminal: wide enough that tables keep whole ids."""
+PIPED_WIDTH = 1_000_000
+"""Console width when the output is not a terminal: no limit in practice, so tables take their
+natural width and never shorten or fold an id, and lines are never wrapped."""
 
 
 def fit_console() -> None:

@@ -101,7 +101,8 @@ def memory(
     if as_json:
         print(json.dumps(asdict(result), indent=2, default=str))
         return
-    table = Table("line", "per GPU", "formula", title=f"{model} on {gpu} ({result.engine})")
+    title = f"{model} on {gpu} ({result.engine})"
+    table = Table("line", "per GPU", "formula", title=title, min_width=len(title))
     for item in result.line_items:
         table.add_row(item.name, _gib(item.bytes_per_gpu), item.formula)
     console.print(table)
@@ -251,7 +252,7 @@ def perf(
                 write_csv(PERFORMANCE_COLUMNS, performance_rows(answer))
             return
     title = f"{model} on {gpu}, {concurrency} clients (closed loop)"
-    table = Table("metric", "value", title=title)
+    table = Table("metric", "value", title=title, min_width=len(title))
     rows = [
         (
             "prefill, one prompt alone",
@@ -321,7 +322,7 @@ def _workload(
 
 def _print_summary(summary: SimulationSummary, title: str) -> None:
     if summary.stable:
-        table = Table("metric", "mean", "p50", "p95", "p99", title=title)
+        table = Table("metric", "mean", "p50", "p95", "p99", title=title, min_width=len(title))
         for name, stats in (
             ("TTFT", summary.ttft_s),
             ("TPOT", summary.tpot_s),
