@@ -130,7 +130,18 @@ def test_agent_ingest_without_the_server_stack(tmp_path: Path) -> None:
     "args",
     [
         ["models", "list"],
+        ["models", "list", "--json"],
         ["memory", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm", "--json"],
+        # --json renders through the API's renderers, which must not need the server stack.
+        ["perf", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm", "--json"],
+        [
+            *("simulate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"),
+            *("--rate", "1", "--num-requests", "10", "--output-tokens", "4", "--json"),
+        ],
+        [
+            *("size", "--model", "meta-llama/Llama-3.1-8B", "--rate", "1", "--gpu", "h100-sxm"),
+            *("--slo", "ttft_p95=2s", "--tp", "1", "--verify-top", "0", "--json"),
+        ],
     ],
 )
 def test_offline_commands_run_on_the_base_install(tmp_path: Path, args: list[str]) -> None:
