@@ -261,7 +261,8 @@ def test_simulate_open_and_closed_loop() -> None:
     assert "closed loop" in closed.output.lower()
     both = runner.invoke(app, [*base, "--rate", "1", "--concurrency", "2"])
     assert both.exit_code == 1
-    for bad in (["--rate", "-1"], ["--rate", "0"], ["--rate", "nan"], ["--concurrency", "0"]):
+    bad_args = (["--rate", "-1"], ["--rate", "0"], ["--rate", "nan"], ["--concurrency", "0"])
+    for bad in (*bad_args, ["--rate", "1", "--seed", "-1"]):
         refused = runner.invoke(app, [*base, *bad])
         assert refused.exit_code == 2, (bad, refused.output)
     too_long = runner.invoke(app, [*base, "--rate", "1", "--input-tokens", "200000"])

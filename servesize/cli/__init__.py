@@ -7,6 +7,8 @@ catalogue, and plan from the terminal (memory, kv, perf, simulate, size).
 ``models``     ``models list|show|inspect|pull``
 ``planning``   ``memory``, ``kv``, ``perf``, ``simulate`` through :mod:`servesize.core.replica`
 ``size``       ``size``: the cheapest deployments that meet an SLO
+``exports``    ``--json`` / ``--csv``: the option pair, stdout kept for the data, the writers
+``answers``    the REST answers the exports print (the API's renderers) and their CSV rows
 =============  ==============================================================================
 """
 

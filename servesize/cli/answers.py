@@ -16,8 +16,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from servesize.api.resolved import ResolvedReplica
     from servesize.api.simulation_runner import SimulationRun
     from servesize.catalog import ModelCatalog
@@ -26,6 +24,7 @@ if TYPE_CHECKING:
     from servesize.core.replica import Replica
     from servesize.core.sizing import SizingResult
     from servesize.core.steptime import ServingEstimate
+    from servesize.core.traffic import Workload
     from servesize.prices import PriceQuote
     from servesize.schemas.base import Page
     from servesize.schemas.models import ModelListItem
@@ -82,28 +81,31 @@ def simulate_request(
     model: str,
     gpu: str,
     deployment: Deployment,
+    workload: Workload,
     rate: float | None,
     concurrency: int | None,
-    trace: Path | None,
+    replayed: bool,
     input_tokens: int,
     output_tokens: int,
-    num_requests: int,
-    warmup_requests: int,
     seed: int,
 ) -> SimulateRequest:
-    """The ``POST /v1/simulate`` body of a ``servesize simulate`` run: one replica, the
-    deployment's fields, and the traffic (open loop, closed loop or the trace file's text) with
-    the run's warm-up."""
+    """The ``POST /v1/simulate`` body of a ``servesize simulate`` run of ``workload``: one
+    replica, the deployment's fields, and the traffic (open loop, closed loop, or the
+    ``replayed`` trace inline, as parsed) with the run's warm-up."""
     from servesize.schemas.memory import DeploymentIn
     from servesize.schemas.simulate import ArrivalIn, SimulateRequest, TraceIn, TrafficIn
 
-    traffic: dict[str, object] = {"warmup_requests": warmup_requests, "seed": seed}
-    if trace is not None:
-        fmt = "jsonl" if trace.suffix.lower() in (".jsonl", ".json") else "csv"
-        traffic["trace"] = TraceIn(format=fmt, file=trace.read_text(encoding="utf-8"))
+    traffic: dict[str, object] = {"warmup_requests": workload.warmup_requests, "seed": seed}
+    if replayed:
+        traffic["trace"] = TraceIn(
+            arrival_s=workload.arrival_s.tolist(),
+            input_tokens=workload.prompt_tokens.tolist(),
+            output_tokens=workload.output_tokens.tolist(),
+        )
     else:
-        lengths = {"input_tokens": input_tokens, "output_tokens": output_tokens}
-        traffic |= lengths | {"num_requests": num_requests}
+        size = int(workload.prompt_tokens.size)
+        traffic |= {"input_tokens": input_tokens, "output_tokens": output_tokens}
+        traffic["num_requests"] = size
         if rate is not None:
             traffic["arrival"] = ArrivalIn(process="poisson", rate_per_s=rate)
         else:
