@@ -92,11 +92,13 @@ def simulate_request(
     """The ``POST /v1/simulate`` body of a ``servesize simulate`` run of ``workload``: one
     replica, the deployment's fields, and the traffic (open loop, closed loop, or the
     ``replayed`` trace inline, as parsed) with the run's warm-up."""
+    from servesize.core.traffic import OpenLoopWorkload
     from servesize.schemas.memory import DeploymentIn
     from servesize.schemas.simulate import ArrivalIn, SimulateRequest, TraceIn, TrafficIn
 
     traffic: dict[str, object] = {"warmup_requests": workload.warmup_requests, "seed": seed}
     if replayed:
+        assert isinstance(workload, OpenLoopWorkload)  # a trace is replayed open loop
         traffic["trace"] = TraceIn(
             arrival_s=workload.arrival_s.tolist(),
             input_tokens=workload.prompt_tokens.tolist(),
