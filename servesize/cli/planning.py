@@ -399,9 +399,10 @@ def simulate(
     over a whole-prompt scheduler's budget, too many prefill steps)."""
     export = export_format(as_json, as_csv)
     if (rate is None) + (concurrency is None) + (trace is None) != 2:
-        console.print(
-            "[red]give exactly one of --rate (open loop), --concurrency (closed) or --trace[/]"
-        )
+        with data_on_stdout(export):
+            console.print(
+                "[red]give exactly one of --rate (open loop), --concurrency (closed) or --trace[/]"
+            )
         raise typer.Exit(code=1)
     deployment = Deployment(
         engine=engine_name,

@@ -133,23 +133,26 @@ def _plan_table(plans: Sequence[Plan], space: SearchSpace, *, narrow: bool) -> T
 @contextmanager
 def _screen_progress() -> Iterator[Callable[[int, int], None] | None]:
     """A bar of candidates screened out of all, on stderr when it is a terminal (the search's
-    ``progress`` callback); nothing (None) when stderr is piped or redirected."""
+    ``progress`` callback), then a note that the best plans are being verified; nothing (None)
+    when stderr is piped or redirected."""
     err = Console(file=sys.stderr)
     if not err.is_terminal:
         yield None
         return
     with Progress(
-        TextColumn("screening candidates"),
+        TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err,
         transient=True,
     ) as bar:
-        task = bar.add_task("size", total=None)
+        task = bar.add_task("screening candidates", total=None)
 
         def advance(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            # After the last candidate the search verifies the best plans by simulation.
+            described = "verifying the best plans" if done == total else "screening candidates"
+            bar.update(task, completed=done, total=total, description=described)
 
         yield advance
 
