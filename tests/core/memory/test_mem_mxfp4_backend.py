@@ -86,6 +86,11 @@ def test_marlin_weights_match_the_logged_model_loading() -> None:
         Deployment(engine_version="0.10.1", mxfp4_backend="marlin"),
     )
     assert plan.weights_bytes_per_gpu / GIB == pytest.approx(65.9651, rel=0.005)
+    # The log's first memory lines: the Marlin warning, then the weights.
+    assert plan.engine_log[0].startswith("Your GPU does not have native support for FP4")
+    assert plan.engine_log[1].startswith("Model loading took 65.9")
+    triton = plan_memory(GPT_OSS_120B, H100, Deployment(engine_version="0.10.1"))
+    assert triton.engine_log[0].startswith("Model loading took")
 
 
 def test_triton_keeps_the_fitted_overhead() -> None:
