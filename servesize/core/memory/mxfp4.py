@@ -49,7 +49,9 @@ MXFP4_BLOCK = 32
 
 
 def _uses_mxfp4(scheme: WeightScheme) -> bool:
-    return scheme.quantized is not None and scheme.quantized.kind is FormatKind.MXFP4
+    """Experts quantized by vLLM's ``Mxfp4Config`` (``quant_method: mxfp4``)."""
+    quantized = scheme.quantized
+    return quantized is not None and quantized.kind is FormatKind.MXFP4 and scheme.method == "mxfp4"
 
 
 def resolve_mxfp4_backend(
