@@ -81,6 +81,7 @@ def plan_log(log: dict[str, Any]) -> MemoryPlan:
         block_size=log.get("block_size"),
         kv_cache_dtype=log.get("kv_cache_dtype", "auto"),
         engine_version=log["engine_version"],
+        mxfp4_backend=log.get("mxfp4_backend"),
     )
     return plan_memory(architecture(log), hardware, deployment, constants=constants)
 

@@ -98,6 +98,12 @@ class DeploymentIn(RequestModel):
     output are free and never evicts; ``max_utilization`` admits on the blocks of the next step
     and pauses the newest requests (recomputed later) when the cache runs out. Null: the
     engine's default, ``guaranteed_no_evict``. Refused (422) for vLLM and SGLang."""
+    mxfp4_backend: str | None = Field(default=None, max_length=16, examples=["marlin"])
+    """vLLM with MXFP4 experts (gpt-oss) only: the expert kernel it loads them for. ``marlin``
+    pads each expert to ``round_up(I, 128)`` × ``round_up(H, 256)`` (GPUs before Hopper, and a
+    pip install without ``triton_kernels``); ``triton`` keeps the checkpoint's sizes plus a fitted
+    load overhead. Null: ``marlin`` on GPUs without FP8 tensor cores, else ``triton``. Refused
+    (422) elsewhere."""
 
 
 class MemoryRequest(RequestModel):

@@ -71,6 +71,7 @@ def test_a_model_that_does_not_fit_says_why(client: TestClient) -> None:
             {"enable_expert_parallel": True, "tensor_parallel_size": 2},
             "/deployment/enable_expert_parallel",
         ),
+        ({"mxfp4_backend": "marlin"}, "/deployment/mxfp4_backend"),  # Llama has no MXFP4
     ],
 )
 def test_impossible_deployments_are_precise_422s(
@@ -80,6 +81,17 @@ def test_impossible_deployments_are_precise_422s(
     assert response.status_code == 422
     assert response.json()["type"].endswith("invalid-deployment")
     assert pointer in {e["pointer"] for e in response.json()["errors"]}
+
+
+def test_gpt_oss_on_an_a100_loads_through_marlin(client: TestClient) -> None:
+    # No FP8 tensor cores: vLLM's get_mxfp4_backend takes Marlin, which pads each expert from
+    # 2880 x 2880 to 2944 x 3072: 1,195,264 B more per expert (hand-worked in
+    # tests/core/memory/test_mem_mxfp4_backend.py) · 36 layers · 128 experts.
+    body = plan(client, model="openai/gpt-oss-120b", hardware="a100-sxm-80gb", deployment={}).json()
+    applied = {d["field"]: d["value"] for d in body["defaults_applied"]}
+    assert applied["mxfp4_backend"] == "marlin"
+    padding = [i for i in body["line_items"] if i["name"] == "weights: MXFP4 Marlin padding (vLLM)"]
+    assert [i["bytes_per_gpu"] for i in padding] == [5_507_776_512]
 
 
 def test_schema_errors_point_at_the_field(client: TestClient) -> None:

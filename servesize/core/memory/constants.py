@@ -129,10 +129,12 @@ class MemoryConstants:
         default=round(0.83 * MIB),
         metadata=_src(
             "fitted: LDP 'model loading took' 13.47 / 64.38 GiB for gpt-oss-20b / 120b on H100 "
-            "vs checkpoint bytes; ~0.8 MiB per (layer x expert), mechanism unverified"
+            "vs checkpoint bytes (Triton backend); ~0.8 MiB per (layer x expert); v0.11.0's "
+            "Triton branch explains up to 794,880 B of it (fp32 biases, checkpoint scales kept)"
         ),
     )
-    """Extra bytes per (MoE layer x local expert) vLLM holds after loading MXFP4 experts."""
+    """Extra bytes per (MoE layer x local expert) vLLM's Triton MXFP4 backend holds after
+    loading (the Marlin backend is priced by its padding, :mod:`servesize.core.memory.mxfp4`)."""
     include_rope_cache: bool = field(
         default=True,
         metadata=_src(

@@ -49,6 +49,7 @@ from servesize.core.memory.engine_defaults import (
 )
 from servesize.core.memory.errors import InvalidDeploymentError
 from servesize.core.memory.kv_format import KV_CACHE_DTYPES, KvCacheFormat, resolve_kv_format
+from servesize.core.memory.mxfp4 import resolve_mxfp4_backend
 from servesize.core.memory.scheme import WeightScheme, resolve_weight_scheme
 from servesize.core.memory.units import MIB
 
@@ -97,6 +98,9 @@ class Deployment:
     engine: str = "vllm"
     engine_version: str | None = None
     capacity_scheduler_policy: str | None = None
+    mxfp4_backend: str | None = None
+    """vLLM only, MXFP4 experts: ``marlin`` or ``triton`` (:mod:`servesize.core.memory.mxfp4`);
+    None: Marlin on GPUs without FP8 tensor cores, else Triton."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +142,8 @@ class ResolvedDeployment:
     """SGLang only."""
     capacity_scheduler_policy: str | None = None
     """TensorRT-LLM only: ``guaranteed_no_evict`` (its default) or ``max_utilization``."""
+    mxfp4_backend: str | None = None
+    """vLLM with MXFP4 experts only: ``marlin`` or ``triton``."""
     defaults: tuple[AppliedDefault, ...] = ()
 
 
@@ -341,6 +347,7 @@ def resolve_deployment(
         issues.append(FieldIssue(field=field, problem=scheme))
         scheme = WeightScheme(method="none", model_dtype=dtype, quantized=None)
     kv = _kv_format(arch, dep, dtype, issues, default)
+    mxfp4 = resolve_mxfp4_backend(dep.mxfp4_backend, dep.engine, scheme, hardware, issues, default)
 
     limit = arch.max_position_embeddings
     if dep.max_model_len is None:
@@ -390,6 +397,7 @@ def resolve_deployment(
         enforce_eager=dep.enforce_eager,
         cuda_graph_max_bs=graph_bs,
         capacity_scheduler_policy=capacity,
+        mxfp4_backend=mxfp4,
         defaults=tuple(applied),
     )
 

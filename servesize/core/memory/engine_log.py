@@ -19,7 +19,10 @@ Formats by release (vllm-project/vllm):
   four decimals before v0.11.1, then ``X GiB memory``), ``Available KV cache memory: X GiB``
   (vllm/v1/worker/gpu_worker.py ``determine_available_memory``), ``GPU KV cache size: N
   tokens`` and ``Maximum concurrency for L tokens per request: Cx`` (vllm/v1/core/
-  kv_cache_utils.py ``_report_kv_cache_config``, thousands separators since PR #13596).
+  kv_cache_utils.py ``_report_kv_cache_config``, thousands separators since PR #13596);
+  MXFP4 experts loaded through Marlin are announced first by the warning of
+  vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py
+  ``prepare_moe_fp4_layer_for_marlin`` (:data:`MARLIN_FP4_WARNING`).
 
 Timings are not predicted and are left out of the lines.
 """
@@ -34,7 +37,14 @@ from servesize.core.memory.engine_defaults import (
 from servesize.core.memory.evaluation import MemoryEvaluation
 from servesize.core.memory.units import GIB
 
-__all__ = ["SWAP_SPACE_BYTES", "vllm_engine_log"]
+__all__ = ["MARLIN_FP4_WARNING", "SWAP_SPACE_BYTES", "vllm_engine_log"]
+
+MARLIN_FP4_WARNING = (
+    "Your GPU does not have native support for FP4 computation but FP4 quantization is being "
+    "used. Weight-only FP4 compression will be used leveraging the Marlin kernel. This may "
+    "degrade performance for compute-heavy workloads."
+)
+"""What v0.10.1 and v0.11.0 print when MXFP4 experts load through Marlin."""
 
 SWAP_SPACE_BYTES = 4 * GIB
 """V0 ``CacheConfig.swap_space`` default (4 GiB of CPU blocks per GPU)."""
@@ -72,7 +82,9 @@ def vllm_engine_log(ev: MemoryEvaluation, tokens: int, concurrency: float) -> tu
             if version < _GIB_DECIMALS_VERSION
             else f"Model loading took {_g(weights):.2f} GiB memory"
         )
+        marlin = (MARLIN_FP4_WARNING,) if res.mxfp4_backend == "marlin" else ()
         return (
+            *marlin,
             loading,
             f"Available KV cache memory: {_g(kv):.2f} GiB",
             f"GPU KV cache size: {tokens:,} tokens",

@@ -10,8 +10,9 @@ everything else in the model dtype. Two load-time extras are added as their own 
 - MLA with a quantized ``kv_b_proj``: ``process_weights_after_loading`` keeps a dequantized
   copy as ``W_UK_T``/``W_UV`` (``get_and_maybe_dequant_weights``, vLLM MLA attention
   backends), ``H/TP · (d_nope + d_v) · kv_lora_rank`` elements per layer in the model dtype;
-- MXFP4 experts on vLLM: a fitted per (layer x expert) load overhead
-  (``MemoryConstants.mxfp4_load_overhead_bytes_per_expert``).
+- MXFP4 experts on vLLM: through Marlin, the padding of ``Mxfp4MoEMethod.create_weights``
+  (:mod:`servesize.core.memory.mxfp4`); through Triton, a fitted per (layer x expert) load
+  overhead (``MemoryConstants.mxfp4_load_overhead_bytes_per_expert``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from servesize.core.memory.deployment import ResolvedDeployment
 from servesize.core.memory.formats import FormatKind, element_text
 from servesize.core.memory.inventory import WeightTensor, stage_tensors
 from servesize.core.memory.ledger import LineItem
+from servesize.core.memory.mxfp4 import marlin_padding_item
 from servesize.core.memory.scheme import WeightScheme
 from servesize.core.memory.sharding import local_experts
 
@@ -70,6 +72,7 @@ class _Layout:
     expert_parallel_size: int
     moe_tensor_parallel_size: int
     enable_expert_parallel: bool
+    mxfp4_backend: str | None = None
 
     @classmethod
     def of(cls, res: ResolvedDeployment) -> _Layout:
@@ -82,6 +85,7 @@ class _Layout:
             expert_parallel_size=res.expert_parallel_size,
             moe_tensor_parallel_size=res.moe_tensor_parallel_size,
             enable_expert_parallel=res.enable_expert_parallel,
+            mxfp4_backend=res.mxfp4_backend,
         )
 
 
@@ -164,12 +168,19 @@ def _extras(
                 )
             )
     quantized = res.weights.quantized
-    if (
-        res.engine == "vllm"
-        and quantized is not None
-        and quantized.kind is FormatKind.MXFP4
-        and constants.mxfp4_load_overhead_bytes_per_expert
-    ):
+    mxfp4 = res.engine == "vllm" and quantized is not None and quantized.kind is FormatKind.MXFP4
+    if mxfp4 and res.mxfp4_backend == "marlin":
+        padding = marlin_padding_item(
+            arch,
+            layers,
+            moe_tensor_parallel_size=res.moe_tensor_parallel_size,
+            expert_parallel_size=res.expert_parallel_size,
+            enable_expert_parallel=res.enable_expert_parallel,
+            dtype=res.dtype,
+        )
+        if padding is not None:
+            items.append(padding)
+    elif mxfp4 and constants.mxfp4_load_overhead_bytes_per_expert:
         moe_layers = [arch.layers[i].mlp for i in layers if isinstance(arch.layers[i].mlp, MoeMlp)]
         expert_layers = 0
         for mlp in moe_layers:
