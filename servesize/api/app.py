@@ -33,6 +33,7 @@ from servesize.api.routes import (
     keys,
     memory,
     models,
+    page,
     performance,
     plans,
     queueing,
@@ -126,6 +127,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
         dependencies=[Depends(refuse_nul_parameters)],
+        docs_url=None,  # served from the package's own assets by routes.page
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.db_engine = db_engine
@@ -172,6 +175,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(module.router)
     install_openapi(app)
+    page.install_pages(app)
 
     app.state.rate_limits = rate_limits(settings)
     app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes)
