@@ -3,6 +3,7 @@ another host, each under a same-origin Content-Security-Policy, none in the Open
 
 from __future__ import annotations
 
+import json
 import re
 
 from fastapi.testclient import TestClient
@@ -53,3 +54,34 @@ def test_the_pages_stay_out_of_the_openapi_document(client: TestClient) -> None:
 def test_an_unknown_asset_is_a_404(client: TestClient) -> None:
     assert client.get("/static/vendor/nothing.js").status_code == 404
     assert client.get("/static/../app.py").status_code == 404
+
+
+MEMORY = {"model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm"}
+REPORT_DATA = re.compile(r'<script type="application/json" id="report-data">(.*?)</script>', re.S)
+
+
+def test_format_html_turns_the_answer_into_a_self_contained_report(client: TestClient) -> None:
+    answer = client.post("/v1/memory", json=MEMORY).json()
+    for query, headers in (("?format=html", {}), ("", {"Accept": "text/html"})):
+        report = client.post("/v1/memory" + query, json=MEMORY, headers=headers)
+        assert report.status_code == 200
+        assert report.headers["content-type"] == "text/html; charset=utf-8"
+        assert report.headers["content-security-policy"].startswith("default-src 'none';")
+        assert report.headers["x-request-id"]
+        (inlined,) = REPORT_DATA.findall(report.text)
+        data = json.loads(inlined)
+        assert data == {"kind": "memory", "request": MEMORY, "response": answer}
+        # Nothing to fetch: no src or href to anywhere, the chart library inlined.
+        assert not re.findall(r'\b(?:src|href)="(?!#|\?)', report.text)
+        assert "Chart.js v4.6.1" in report.text
+
+
+def test_json_stays_the_default_and_a_problem_stays_a_problem(client: TestClient) -> None:
+    for query, headers in (("", {"Accept": "*/*"}), ("?format=json", {"Accept": "text/html"})):
+        answer = client.post("/v1/memory" + query, json=MEMORY, headers=headers)
+        assert answer.headers["content-type"] == "application/json", query
+    bad = {**MEMORY, "deployment": {"tensor_parallel_size": 3}}
+    problem = client.post("/v1/memory?format=html", json=bad)
+    assert problem.status_code == 422
+    assert problem.headers["content-type"] == "application/problem+json"
+    assert problem.json()["errors"][0]["pointer"] == "/deployment/tensor_parallel_size"

@@ -4,7 +4,7 @@
 (function () {
   "use strict";
   const L = window.PlannerLib;
-  const form = document.getElementById("planner");
+  const form = document.getElementById("planner"); // absent from an offline report
   const charts = {}; // name -> Chart instance
   const ran = new Set();
   const pending = {}; // kind -> AbortController
@@ -360,7 +360,21 @@
     for (const kind of runs) if (RENDER[kind]) await run(kind);
   }
 
-  init().catch((error) => {
-    document.getElementById("form-error").textContent = `could not load the catalogue: ${error.message}`;
-  });
+  /* An offline report (servesize.html_report): the request and the answer are inlined in
+   * #report-data; draw that answer's figures, call nothing. */
+  function renderReport(data) {
+    window.__responses[data.kind] = data.response;
+    document.getElementById(`s-${data.kind}`).hidden = false;
+    RENDER[data.kind](data.response, data.request);
+    document.body.dataset.ready = "true";
+  }
+
+  const inlined = document.getElementById("report-data");
+  if (inlined) {
+    renderReport(JSON.parse(inlined.textContent));
+  } else {
+    init().catch((error) => {
+      document.getElementById("form-error").textContent = `could not load the catalogue: ${error.message}`;
+    });
+  }
 })();
