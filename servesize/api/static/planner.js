@@ -220,13 +220,12 @@
     const kv = L.kvBudgetTable(memory);
     keep("kv", kv);
     draw("kv", {
-      type: "scatter",
+      type: "line", // context lengths double from point to point: evenly spaced categories
       data: {
-        datasets: [
-          { label: "max concurrency", data: kv.rows.map(([t, c]) => ({ x: t, y: c })), showLine: true, borderColor: "#2ca02c" },
-        ],
+        labels: kv.rows.map(([t]) => t.toLocaleString("en")),
+        datasets: [{ label: "max concurrency", data: kv.rows.map(([, c]) => c), borderColor: "#2ca02c", backgroundColor: "#2ca02c" }],
       },
-      options: { scales: { x: axis("context length (tokens)", { type: "logarithmic" }), y: axis("concurrent requests", { type: "logarithmic" }) } },
+      options: { scales: { x: axis("context length (tokens)"), y: axis("concurrent requests", { type: "logarithmic" }) } },
     });
     document.getElementById("memory-summary").textContent =
       `${memory.fits ? "Fits" : "Does not fit"} on ${memory.hardware} (${memory.engine} ${memory.engine_version}): ` +
@@ -292,13 +291,23 @@
       `${fmt(sim.throughput_output_tokens_per_s)} output tokens/s.`;
   }
 
+  /* Mean output tokens of a request's length: a number, a distribution's mean, or the
+   * endpoint's default (256). */
+  function meanTokens(length) {
+    if (typeof length === "number") return length;
+    if (length && typeof length.mean_tokens === "number") return length.mean_tokens;
+    if (length && typeof length.tokens === "number") return length.tokens;
+    if (length && typeof length.low_tokens === "number") return (length.low_tokens + length.high_tokens) / 2;
+    return 256;
+  }
+
   function renderSizing(sizing, body) {
     const plans = L.plansTable(sizing);
     keep("plans", plans);
     const table = document.getElementById("plans-table");
     table.replaceChildren(el("tr", {}, ...plans.columns.map((c) => el("th", { text: c }))));
     for (const row of plans.rows) table.append(el("tr", {}, ...row.map((v) => el("td", { text: fmt(v) }))));
-    const outputTokens = typeof body.traffic.output_tokens === "number" ? body.traffic.output_tokens : 256;
+    const outputTokens = meanTokens(body.traffic && body.traffic.output_tokens);
     const pareto = L.paretoTable(sizing, outputTokens);
     keep("pareto", pareto);
     const point = (r) => ({ x: r[2], y: r[3], label: r[1] });
