@@ -19,6 +19,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 # Optional: where to also save the full-page screenshot (docs/planner.png is made this way).
 SCREENSHOT_DIR = os.environ.get("PLANNER_SCREENSHOT_DIR")
+MODELS = Path(__file__).resolve().parents[2] / "servesize" / "data" / "models"
 WAIT_S = 240  # bounds a page that never answers; nothing is timed against it
 
 
@@ -228,3 +229,23 @@ def test_no_request_leaves_the_server(browser: WebDriver, live_server: str) -> N
     assert not outside
     errors = [e for e in _log(browser, "browser") if e["level"] == "SEVERE"]
     assert not errors, errors
+
+
+def test_a_pasted_config_plans_like_its_catalogue_entry(
+    browser: WebDriver, live_server: str
+) -> None:
+    config = (MODELS / "meta-llama--Llama-3.1-8B.json").read_text()
+    _open(browser, live_server + "/")
+    _fill(browser, {"model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm", "tp": "1"})
+    _run(browser, "memory")
+    catalogue = browser.execute_script("return window.__responses.memory")
+    browser.execute_script("document.getElementById('f-config').value = arguments[0]", config)
+    _run(browser, "memory")
+    pasted = browser.execute_script("return window.__responses.memory")
+    assert pasted["kv_capacity_tokens"] == catalogue["kv_capacity_tokens"]
+    assert pasted["weights_bytes_per_gpu"] == catalogue["weights_bytes_per_gpu"]
+    # A config that is not JSON is refused in the page, at the field.
+    browser.execute_script("document.getElementById('f-config').value = '{not json'")
+    browser.find_element(By.ID, "run-memory").click()
+    message = browser.find_element(By.CSS_SELECTOR, '[data-error-for="config"]').text
+    assert message.startswith("not JSON")
