@@ -15,7 +15,7 @@ UV := $(LOCK_VENV)/bin/uv
 UV_COMPILE = $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
 
-.PHONY: install run test lint bench bench-load bench-faults fuzz lock clean
+.PHONY: install run test lint browser-deps bench bench-load bench-faults fuzz lock clean
 
 install: $(STAMP)
 
@@ -36,7 +36,17 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+# The browser tests (tests/browser) drive Debian's headless Chromium through its chromedriver.
+# Installed with apt-get only when missing (and only as root); without them those tests skip,
+# except with CI=true, where they fail.
+browser-deps:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && command -v node >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium chromium-driver nodejs >/dev/null; \
+	else echo "browser-deps: run as root, or: sudo apt-get install chromium chromium-driver nodejs"; fi
+
+test: lint browser-deps
 	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 bench: install

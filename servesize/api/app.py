@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from servesize import __version__
 from servesize.api.compute import ComputeGate, Gates
 from servesize.api.errors import install_error_handlers
+from servesize.api.html_reports import HtmlReportMiddleware
 from servesize.api.input_limits import refuse_nul_parameters
 from servesize.api.jobs import JobExecutor
 from servesize.api.logs import configure_logging, logging_config
@@ -33,6 +34,7 @@ from servesize.api.routes import (
     keys,
     memory,
     models,
+    page,
     performance,
     plans,
     queueing,
@@ -126,6 +128,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
         dependencies=[Depends(refuse_nul_parameters)],
+        docs_url=None,  # served from the package's own assets by routes.page
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.db_engine = db_engine
@@ -172,9 +176,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(module.router)
     install_openapi(app)
+    page.install_pages(app)
 
     app.state.rate_limits = rate_limits(settings)
     app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RateLimitMiddleware, limits=app.state.rate_limits)
+    app.add_middleware(HtmlReportMiddleware)  # inside the request id, outside the limits
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
     return app

@@ -305,6 +305,26 @@ EXTRA_STATUSES: dict[str, tuple[int, ...]] = {
 }
 """Statuses an operation answers beyond those its shape implies (see :func:`_statuses`)."""
 
+HTML_REPORT_OPERATIONS = ("planMemory", "findSloCapacity", "simulateServing", "createSizing")
+"""Operations whose answer is also an HTML report (:mod:`servesize.api.html_reports`)."""
+HTML_FORMAT_PARAMETER: Json = {
+    "name": "format",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "enum": ["json", "html"], "default": "json"},
+    "description": "`html`: the answer as one self-contained HTML report (the planner page's "
+    "figures, request and answer inlined) instead of JSON; `Accept: text/html` does the same.",
+}
+
+
+def _document_html_report(op: Json) -> None:
+    op.setdefault("parameters", []).append(HTML_FORMAT_PARAMETER)
+    for code in ("200", "201"):
+        content = op.get("responses", {}).get(code, {}).get("content")
+        if content is not None:
+            content["text/html"] = {"schema": {"type": "string"}}
+
+
 REQUIRED_HEADERS: dict[str, tuple[str, ...]] = {
     "updateHardwareProfile": ("if-match",),
     "deleteHardwareProfile": ("if-match",),
@@ -505,6 +525,8 @@ def refine(spec: Json, routes: Iterable[APIRoute]) -> Json:
             }
             for status in sorted(_statuses(op, path, scope)):
                 responses[str(status)] = _problem_response(status, documented.get(str(status)))
+            if op["operationId"] in HTML_REPORT_OPERATIONS:
+                _document_html_report(op)
             required = REQUIRED_HEADERS.get(op["operationId"], ())
             for parameter in op.get("parameters", []):
                 if parameter["in"] == "header" and parameter["name"].lower() in required:

@@ -81,6 +81,10 @@ def memory(
     gpu_memory_utilization: Annotated[float | None, typer.Option()] = None,
     enforce_eager: Annotated[bool, typer.Option()] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    report: Annotated[
+        Path | None,
+        typer.Option(dir_okay=False, help="Also write the ledger as a self-contained HTML file."),
+    ] = None,
 ) -> None:
     """Print the memory ledger of one GPU, line by line with formulas."""
     arch = architecture_or_exit(model)
@@ -98,6 +102,8 @@ def memory(
         result = plan_memory(arch, datasheet_gpu(gpu), deployment)
     except InvalidDeploymentError as exc:
         exit_with_issues(exc.issues)
+    if report is not None:
+        _write_memory_report(report, model, gpu, deployment, result)
     if as_json:
         print(json.dumps(asdict(result), indent=2, default=str))
         return
@@ -114,6 +120,29 @@ def memory(
     )
     for line in (*result.reasons, *result.warnings):
         console.print(f"- {line}")
+
+
+def _write_memory_report(
+    path: Path, model: str, gpu: str, deployment: Deployment, result: object
+) -> None:
+    """The page's memory figures, with the request as ``POST /v1/memory`` would take it."""
+    from servesize.html_report import render_report
+    from servesize.schemas.memory import MemoryResponse
+
+    answer = MemoryResponse.model_validate(result, from_attributes=True).model_dump(mode="json")
+    fields = (
+        *("engine", "engine_version", "tensor_parallel_size", "pipeline_parallel_size"),
+        *("max_model_len", "kv_cache_dtype", "gpu_memory_utilization", "enforce_eager"),
+    )
+    request = {
+        "model": model,
+        "hardware": gpu,
+        "deployment": {
+            f: getattr(deployment, f) for f in fields if getattr(deployment, f) is not None
+        },
+    }
+    path.write_text(render_report("memory", request, answer), encoding="utf-8")
+    console.print(f"report: {path}")
 
 
 @app.command()

@@ -121,6 +121,12 @@ def test_the_wheel_carries_migrations_and_the_catalogue(installed: Installed) ->
         "servesize/data/prediction_intervals.json",
     } <= names
     assert _names_under(PACKAGE / "data" / "h100", "*.csv") <= names
+    # The planner page, its script and styles, and every vendored build with its licence.
+    static = _names_under(PACKAGE / "api" / "static", "**/*")
+    static = {name for name in static if (REPO / name).is_file()}
+    assert "servesize/api/static/vendor/chart.umd.min.js" in static
+    assert "servesize/api/static/vendor/redoc.LICENSE" in static
+    assert static <= names
     dist_info = "-".join(installed.wheel.name.split("-")[:2]) + ".dist-info"
     assert {name.split("/")[0] for name in names} == {"servesize", dist_info}
 
@@ -207,6 +213,17 @@ def server(installed: Installed, tmp_path: Path) -> Iterator[str]:
         process.terminate()
         process.wait(timeout=60)
         log.close()
+
+
+def test_the_planner_page_and_docs_from_the_wheel(server: str) -> None:
+    page = httpx2.get(f"{server}/", timeout=60)
+    assert page.status_code == 200
+    assert '<form id="planner"' in page.text
+    for asset in ("/static/planner.js", "/static/vendor/swagger-ui-bundle.js"):
+        assert httpx2.get(f"{server}{asset}", timeout=60).status_code == 200, asset
+    docs = httpx2.get(f"{server}/docs", timeout=60).text
+    assert "/static/vendor/swagger-ui.css" in docs
+    assert "cdn.jsdelivr.net" not in docs
 
 
 def test_models_list_from_the_wheel(installed: Installed) -> None:
