@@ -57,3 +57,20 @@ def datasheet_rows(path: Path = GPUS_JSON) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def datasheet_inter_nodes(path: Path = GPUS_JSON) -> dict[str, dict[str, Any]]:
+    """The ``inter_node`` column of the datasheet profiles whose entry sets one (the NVL72
+    parts' NVLink domain); the others keep NULL, the default for their interconnect."""
+    links: dict[str, dict[str, Any]] = {}
+    for entry in datasheet_entries(path):
+        spec = datasheet_spec(entry)
+        link = spec.inter_node
+        if link is not None:
+            links[spec.id] = {
+                "kind": link.kind,
+                "bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+                "latency_s": link.latency_s,
+                "domain_gpus": link.domain_gpus,
+            }
+    return links
