@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine, column, func, insert, inspect, select
 
 from servesize.db.connection import create_db_engine
 from servesize.db.models import HardwareProfile
-from servesize.db.seed import GPUS_JSON, datasheet_inter_nodes, datasheet_rows
+from servesize.db.seed import GPUS_JSON, datasheet_rows
 
 MIGRATIONS_DIR = Path(str(files("servesize") / "migrations"))
 """The Alembic scripts, shipped inside the package (a built wheel carries them)."""
@@ -63,12 +63,7 @@ def insert_missing_datasheets(db_engine: Engine, path: Path = GPUS_JSON) -> list
     """
     with db_engine.begin() as connection:
         present = set(connection.execute(select(HardwareProfile.id)).scalars())
-        links = datasheet_inter_nodes(path)
-        missing = [
-            row | {"inter_node": links.get(row["id"])}
-            for row in datasheet_rows(path)
-            if row["id"] not in present
-        ]
+        missing = [row for row in datasheet_rows(path) if row["id"] not in present]
         if missing:
             connection.execute(insert(HardwareProfile), missing)
     return [row["id"] for row in missing]
