@@ -180,3 +180,32 @@ def test_a_custom_profile_stores_its_link(client: TestClient, create_key: Any) -
     )
     got = client.get("/v1/hardware/h100-roce").json()["inter_node"]
     assert got["latency_s"] == 1e-5
+
+
+def test_sizing_considers_two_node_layouts(client: TestClient) -> None:
+    body = {
+        "model": MODEL,
+        "traffic": {"rate_per_s": 2, "input_tokens": 512, "output_tokens": 64},
+        "slo": {"ttft_s": {"p95": 5.0}},
+        "candidates": {
+            "hardware": ["h100-sxm"],
+            "tensor_parallel": [8],
+            "pipeline_parallel": [1, 2],
+            "max_num_batched_tokens": [8192],
+            "kv_cache_dtype": ["fp8"],
+        },
+        "prices": {"h100-sxm": 3.99},
+    }
+    response = client.post("/v1/sizing", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    # TP8 on one node does not fit (the weights alone are 79.6 GiB per GPU); TP8 x PP2 does
+    (plan,) = answer["plans"]
+    assert plan["parallelism"]["pipeline_parallel_size"] == 2
+    assert plan["gpus_per_replica"] == 16
+    roles = [c["role"] for c in plan["launch"]["commands"]]
+    assert roles == ["node0", "node1"]
+    node1 = plan["launch"]["commands"][1]["argv"]
+    assert node1[node1.index("--nnodes") + 1] == "2"
+    assert node1[node1.index("--node-rank") + 1] == "1"
+    assert "--headless" in node1
