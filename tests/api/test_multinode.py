@@ -178,8 +178,21 @@ def test_a_custom_profile_stores_its_link(client: TestClient, create_key: Any) -
         25_000_000_000,
         False,
     )
-    got = client.get("/v1/hardware/h100-roce").json()["inter_node"]
-    assert got["latency_s"] == 1e-5
+    got = client.get("/v1/hardware/h100-roce")
+    assert got.json()["inter_node"]["latency_s"] == 1e-5
+    # dropping the link falls back to the NVLink 4 default (NDR, 50 GB/s per GPU)
+    patched = client.patch(
+        "/v1/hardware/h100-roce",
+        json={"inter_node": None},
+        headers=admin | {"If-Match": got.headers["ETag"]},
+    )
+    assert patched.status_code == 200, patched.text
+    link = patched.json()["inter_node"]
+    assert (link["kind"], link["bandwidth_bytes_per_s"], link["default"]) == (
+        "infiniband",
+        50_000_000_000,
+        True,
+    )
 
 
 def test_sizing_considers_two_node_layouts(client: TestClient) -> None:
