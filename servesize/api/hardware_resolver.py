@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 from servesize.api.lookups import LookupCache
-from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.hardware import HardwareSpec, Interconnect, InterNodeLink
+from servesize.schemas.hardware import InterNodeIn
 from servesize.schemas.memory import HardwareRef, InlineHardware
+
+
+def inter_node_spec(link: InterNodeIn | None) -> InterNodeLink | None:
+    """The core value of a link between nodes given in a request."""
+    if link is None:
+        return None
+    return InterNodeLink(
+        kind=link.kind,
+        bandwidth_bytes_per_s=link.bandwidth_bytes_per_s,
+        latency_s=link.latency_s,
+        domain_gpus=link.domain_gpus,
+    )
 
 
 def inline_spec(ref: InlineHardware) -> HardwareSpec:
@@ -26,6 +39,7 @@ def inline_spec(ref: InlineHardware) -> HardwareSpec:
             if link
             else None
         ),
+        inter_node=inter_node_spec(ref.inter_node),
     )
 
 

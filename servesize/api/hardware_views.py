@@ -10,6 +10,7 @@ from servesize.core.hardware import (
     DEFAULT_GEMM_EFFICIENCY,
     bandwidth_efficiency,
     gemm_efficiency_curves,
+    inter_node_link,
 )
 from servesize.db.models import HardwareMeasurement, HardwareProfile
 from servesize.schemas.hardware import (
@@ -18,6 +19,7 @@ from servesize.schemas.hardware import (
     HardwareProfileOut,
     HardwareProfileSummary,
     InterconnectOut,
+    InterNodeOut,
     MeasurementOut,
     MeasurementSummary,
     PriceOut,
@@ -34,6 +36,19 @@ def _interconnect(row: HardwareProfile) -> InterconnectOut | None:
         kind=row.interconnect_kind,
         bandwidth_bytes_per_s=row.interconnect_bandwidth_bytes_per_s,
         gpus_per_node=row.gpus_per_node,
+    )
+
+
+def _inter_node(row: HardwareProfile) -> InterNodeOut | None:
+    link = inter_node_link(row.to_spec())
+    if link is None:
+        return None
+    return InterNodeOut(
+        kind=link.kind,
+        bandwidth_bytes_per_s=link.bandwidth_bytes_per_s,
+        latency_s=link.latency_s,
+        domain_gpus=link.domain_gpus,
+        default=row.inter_node is None,
     )
 
 
@@ -58,6 +73,7 @@ def profile_summary(row: HardwareProfile, measurement_count: int) -> HardwarePro
         memory_bandwidth_bytes_per_s=row.memory_bandwidth_bytes_per_s,
         peak_tflop_per_s=dict(row.peak_tflop_per_s),
         interconnect=_interconnect(row),
+        inter_node=_inter_node(row),
         price=_price(row),
         measurement_count=measurement_count,
         version=row.version,

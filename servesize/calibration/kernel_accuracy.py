@@ -23,7 +23,7 @@ from servesize.core.steptime.communication import (
     all_to_all_time_s,
 )
 from servesize.core.steptime.gemm import gemm_cost, gemm_curve
-from servesize.core.steptime.model import NVLS_MIN_LINK_BYTES_PER_S
+from servesize.core.steptime.internode import NVLS_MIN_LINK_BYTES_PER_S
 from servesize.core.steptime.operators import AttentionOp, GemmOp
 from servesize.core.steptime.rates import DEFAULT_GEMM_EFFICIENCY_BY_DTYPE, DeviceRates
 from servesize.core.steptime.tables import GemmTable

@@ -18,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from servesize.core.hardware import HardwareSpec, Interconnect
+from servesize.core.hardware import HardwareSpec, Interconnect, InterNodeLink
 from servesize.db.base import Base
 from servesize.db.types import UTCDateTime, utc_now
 
@@ -96,6 +96,9 @@ class HardwareProfile(Base):
     interconnect_kind: Mapped[str | None] = mapped_column(String(32), default=None)
     interconnect_bandwidth_bytes_per_s: Mapped[int | None] = mapped_column(BigInteger, default=None)
     gpus_per_node: Mapped[int] = mapped_column(Integer, default=8)
+    inter_node: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """The link between nodes (``InterNodeLink`` fields); NULL: the documented default for the
+    interconnect (``core.hardware.default_inter_node``)."""
     tdp_w: Mapped[float | None] = mapped_column(Float, default=None)
     price_per_gpu_hour: Mapped[float | None] = mapped_column(Float, default=None)
     price_currency: Mapped[str | None] = mapped_column(String(3), default=None)
@@ -137,9 +140,35 @@ class HardwareProfile(Base):
             memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s,
             peak_tflop_per_s=dict(self.peak_tflop_per_s),
             interconnect=link,
+            inter_node=inter_node_from_json(self.inter_node),
             memory_type=self.memory_type,
             tdp_w=self.tdp_w,
         )
+
+
+def inter_node_from_json(value: dict[str, Any] | None) -> InterNodeLink | None:
+    """The stored ``inter_node`` column as the core value."""
+    if not value:
+        return None
+    domain = value.get("domain_gpus")
+    return InterNodeLink(
+        kind=str(value["kind"]),
+        bandwidth_bytes_per_s=int(value["bandwidth_bytes_per_s"]),
+        latency_s=float(value["latency_s"]),
+        domain_gpus=None if domain is None else int(domain),
+    )
+
+
+def inter_node_json(link: InterNodeLink | None) -> dict[str, Any] | None:
+    """The core value as stored in the ``inter_node`` column."""
+    if link is None:
+        return None
+    return {
+        "kind": link.kind,
+        "bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+        "latency_s": link.latency_s,
+        "domain_gpus": link.domain_gpus,
+    }
 
 
 class HardwareMeasurement(Base):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from servesize.core.hardware import datasheet_spec, identity_tokens
+from servesize.core.hardware import HardwareSpec, datasheet_spec, identity_tokens
 
 GPUS_JSON = Path(__file__).resolve().parent.parent / "data" / "gpus.json"
 
@@ -42,6 +42,8 @@ def datasheet_rows(path: Path = GPUS_JSON) -> list[dict[str, Any]]:
                 "interconnect_kind": link.kind if link else None,
                 "interconnect_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s if link else None,
                 "gpus_per_node": link.gpus_per_node if link else 8,
+                # Not a column before migration 2026_12_02_inter_node (0003 ignores the key).
+                "inter_node": _inter_node_json(spec),
                 "tdp_w": spec.tdp_w,
                 "price_per_gpu_hour": None,
                 "price_currency": None,
@@ -57,3 +59,27 @@ def datasheet_rows(path: Path = GPUS_JSON) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _inter_node_json(spec: HardwareSpec) -> dict[str, Any] | None:
+    link = spec.inter_node
+    if link is None:
+        return None
+    return {
+        "kind": link.kind,
+        "bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+        "latency_s": link.latency_s,
+        "domain_gpus": link.domain_gpus,
+    }
+
+
+def datasheet_inter_nodes(path: Path = GPUS_JSON) -> dict[str, dict[str, Any]]:
+    """The ``inter_node`` column of the datasheet profiles whose entry sets one (the NVL72
+    parts' NVLink domain); the others keep NULL, the default for their interconnect."""
+    links: dict[str, dict[str, Any]] = {}
+    for entry in datasheet_entries(path):
+        spec = datasheet_spec(entry)
+        link = _inter_node_json(spec)
+        if link is not None:
+            links[spec.id] = link
+    return links

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from servesize.schemas.base import RequestModel, ResponseModel
@@ -29,7 +29,30 @@ class InterconnectIn(RequestModel):
     """Per GPU and per direction (NVLink 4: 450 GB/s = 4.5e11). Null: unknown (collectives
     then assume PCIe, about 25 GB/s)."""
     gpus_per_node: int = Field(default=8, ge=1, le=1024, examples=[8])
-    """GPUs in one node; a deployment may not spread TP × PP over more."""
+    """GPUs in one node; TP × PP spreads over more only with a link between nodes
+    (``inter_node``, or the default for the interconnect)."""
+
+
+class InterNodeIn(RequestModel):
+    """The link between nodes of a multi-node replica, per GPU and per direction."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    kind: Literal["infiniband", "ethernet", "nvlink_domain"] = Field(examples=["infiniband"])
+    """``infiniband`` / ``ethernet``: a network adapter share per GPU; ``nvlink_domain``: one
+    NVLink switch fabric over the nodes (GB200/GB300 NVL72)."""
+    bandwidth_bytes_per_s: int = Field(gt=0, le=10**15, examples=[50_000_000_000])
+    """Per GPU and direction (one 400 Gb/s NDR adapter per GPU: 5e10)."""
+    latency_s: float = Field(ge=0, le=1, examples=[5e-6])
+    """One message across the link (InfiniBand NDR: about 5 µs)."""
+    domain_gpus: int | None = Field(default=None, ge=2, le=100_000, examples=[72])
+    """GPUs of the NVLink domain (``nvlink_domain`` only; 72 for NVL72)."""
+
+    @model_validator(mode="after")
+    def _domain(self) -> InterNodeIn:
+        if (self.kind == "nvlink_domain") != (self.domain_gpus is not None):
+            raise ValueError("domain_gpus is required for kind nvlink_domain and only for it")
+        return self
 
 
 class PriceIn(RequestModel):
@@ -52,6 +75,11 @@ class HardwareProfileCreate(RequestModel):
         description="Dense peak per dtype in TFLOP/s (int8 in TOPS); null = unsupported."
     )
     interconnect: InterconnectIn | None = None
+    inter_node: InterNodeIn | None = Field(
+        default=None,
+        description="The link between nodes; null: the default for the interconnect "
+        "(NVLink 4+: InfiniBand NDR 400 Gb/s per GPU; none for PCIe).",
+    )
     tdp_w: float | None = Field(default=None, gt=0, le=100_000)
     price: PriceIn | None = None
     identity_tokens: list[str] | None = Field(
@@ -75,6 +103,7 @@ class HardwareProfilePatch(RequestModel):
     memory_bandwidth_bytes_per_s: int | SkipJsonSchema[None] = Field(default=None, gt=0, le=10**15)
     peak_tflop_per_s: dict[PeakDtype, float | None] | SkipJsonSchema[None] = None
     interconnect: InterconnectIn | None = None
+    inter_node: InterNodeIn | None = None
     tdp_w: float | None = Field(default=None, gt=0, le=100_000)
     price: PriceIn | None = None
     identity_tokens: list[str] | None = None
@@ -103,6 +132,15 @@ class InterconnectOut(ResponseModel):
     gpus_per_node: int
 
 
+class InterNodeOut(ResponseModel):
+    kind: str
+    bandwidth_bytes_per_s: int
+    latency_s: float
+    domain_gpus: int | None
+    default: bool
+    """True: the profile gives none and this is the documented default for its interconnect."""
+
+
 class PriceOut(ResponseModel):
     per_gpu_hour: float
     currency: str
@@ -119,6 +157,7 @@ class HardwareProfileSummary(ResponseModel):
     memory_bandwidth_bytes_per_s: int
     peak_tflop_per_s: dict[str, float | None]
     interconnect: InterconnectOut | None
+    inter_node: InterNodeOut | None = None
     price: PriceOut | None
     measurement_count: int
     version: int

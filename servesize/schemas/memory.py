@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from servesize.schemas.base import RequestModel, ResponseModel
-from servesize.schemas.hardware import InterconnectIn, PeakDtype
+from servesize.schemas.hardware import InterconnectIn, InterNodeIn, PeakDtype
 from servesize.schemas.models import InlineModel, ModelRef
 
 Engine = Literal["vllm", "sglang", "trtllm"]
@@ -36,6 +36,15 @@ class InlineHardware(RequestModel):
     )
     """The GPU-to-GPU link inside a node, for collectives and KV transfer between
     disaggregated pools. Null: collectives assume PCIe (about 25 GB/s per direction)."""
+    inter_node: InterNodeIn | None = Field(
+        default=None,
+        examples=[
+            {"kind": "infiniband", "bandwidth_bytes_per_s": 50_000_000_000, "latency_s": 5e-6}
+        ],
+    )
+    """The link between nodes, for TP × PP groups wider than a node and MoE all-to-alls
+    across nodes. Null: the default for the interconnect (NVLink 4+: InfiniBand NDR, 50 GB/s
+    per GPU, 5 µs; NVLink 3: HDR, 25 GB/s; none for PCIe)."""
 
 
 HardwareRef = str | InlineHardware

@@ -65,7 +65,7 @@ def test_a_model_that_does_not_fit_says_why(client: TestClient) -> None:
     ("deployment", "pointer"),
     [
         ({"tensor_parallel_size": 3}, "/deployment/tensor_parallel_size"),
-        ({"tensor_parallel_size": 16}, "/deployment/tensor_parallel_size"),  # 8 GPUs per node
+        ({"tensor_parallel_size": 64}, "/deployment/tensor_parallel_size"),  # 32 heads
         ({"max_model_len": 10_000_000}, "/deployment/max_model_len"),
         (
             {"enable_expert_parallel": True, "tensor_parallel_size": 2},

@@ -49,6 +49,8 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
         migrate.downgrade(fresh_url, "base")
     described = {(loss.target, loss.rows) for loss in refused.value.losses}
     assert described == {
+        # the NVL72 datasheet rows (gb200, gb300) store their NVLink domain
+        ("hardware_profile.inter_node", 2),
         ("custom_model.owner_key_id", 1),
         ("hardware_profile", profiles),
         ("custom_model", 1),
@@ -60,19 +62,20 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
         assert migrate.is_at_head(db_engine)  # nothing was changed
     finally:
         db_engine.dispose()
-    # A downgrade that drops only empty columns and tables goes ahead without asking: the
-    # newest revision drops the (empty) engine_calibration table, the ones before it job,
-    # plan_verification and saved_plan, then the owner columns.
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-1")] == [
-        "engine_calibration"
+    # Each revision declares what it drops: the newest the inter_node column (2 values, the
+    # NVL72 rows), then the (empty) engine_calibration table, job, plan_verification and
+    # saved_plan, then the owner columns.
+    assert [(loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-1")] == [
+        ("hardware_profile.inter_node", 2)
     ]
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-3")] == [
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-4")] == [
+        "hardware_profile.inter_node",
         "engine_calibration",
         "job",
         "plan_verification",
     ]
-    assert migrate.downgrade_losses(fresh_url, "-4")[3].target == "saved_plan"
-    assert migrate.downgrade_losses(fresh_url, "-5")[4].target == "custom_model.owner_key_id"
+    assert migrate.downgrade_losses(fresh_url, "-5")[4].target == "saved_plan"
+    assert migrate.downgrade_losses(fresh_url, "-6")[5].target == "custom_model.owner_key_id"
 
 
 def test_instance_secret_survives_downgrade_and_upgrade(fresh_url: str) -> None:

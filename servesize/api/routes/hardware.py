@@ -18,6 +18,7 @@ from servesize.api.errors import (
     PreconditionRequiredError,
     UnprocessableError,
 )
+from servesize.api.hardware_resolver import inter_node_spec
 from servesize.api.hardware_views import (
     measurement_out,
     measurement_summary,
@@ -35,7 +36,7 @@ from servesize.core.hardware import (
     identity_tokens,
     implausible_values,
 )
-from servesize.db.models import HardwareMeasurement, HardwareProfile
+from servesize.db.models import HardwareMeasurement, HardwareProfile, inter_node_json
 from servesize.db.repository import HardwareRepository
 from servesize.db.types import utc_now
 from servesize.schemas.base import Page
@@ -157,6 +158,8 @@ def _apply(
             row.interconnect_kind = link.kind if link else None
             row.interconnect_bandwidth_bytes_per_s = link.bandwidth_bytes_per_s if link else None
             row.gpus_per_node = link.gpus_per_node if link else 8
+        elif name == "inter_node":
+            row.inter_node = inter_node_json(inter_node_spec(body.inter_node))
         elif name == "price":
             price = body.price
             row.price_per_gpu_hour = price.per_gpu_hour if price else None

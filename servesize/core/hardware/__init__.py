@@ -9,6 +9,15 @@ from servesize.core.hardware.efficiency import (
     gemm_efficiency_curves,
 )
 from servesize.core.hardware.identity import device_matches, identity_tokens
+from servesize.core.hardware.internode import (
+    INFINIBAND_NDR,
+    INTER_NODE_KINDS,
+    NVL72_DOMAIN,
+    default_inter_node,
+    inter_node_link,
+    inter_node_problem,
+    nvlink_domain_gpus,
+)
 from servesize.core.hardware.plausibility import (
     MAX_ACHIEVED_OVER_PEAK,
     BandwidthSample,
@@ -16,24 +25,32 @@ from servesize.core.hardware.plausibility import (
     GemmSample,
     implausible_values,
 )
-from servesize.core.hardware.spec import PEAK_DTYPES, HardwareSpec, Interconnect
+from servesize.core.hardware.spec import PEAK_DTYPES, HardwareSpec, Interconnect, InterNodeLink
 
 __all__ = [
     "DEFAULT_BANDWIDTH_EFFICIENCY",
     "DEFAULT_GEMM_EFFICIENCY",
+    "INFINIBAND_NDR",
+    "INTER_NODE_KINDS",
     "MAX_ACHIEVED_OVER_PEAK",
+    "NVL72_DOMAIN",
     "PEAK_DTYPES",
     "BandwidthSample",
     "CollectiveSample",
     "EfficiencyPoint",
     "GemmSample",
     "HardwareSpec",
+    "InterNodeLink",
     "Interconnect",
     "bandwidth_efficiency",
     "datasheet_spec",
+    "default_inter_node",
     "device_matches",
     "gemm_efficiency_curves",
     "identity_tokens",
     "implausible_values",
+    "inter_node_link",
+    "inter_node_problem",
+    "nvlink_domain_gpus",
     "profile_id_for",
 ]

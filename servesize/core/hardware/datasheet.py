@@ -13,7 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from servesize.core.hardware.spec import HardwareSpec, Interconnect
+from servesize.core.hardware.internode import NVL72_DOMAIN
+from servesize.core.hardware.spec import HardwareSpec, Interconnect, InterNodeLink
 
 GIB = 2**30
 MIB = 2**20
@@ -47,7 +48,8 @@ def _interconnect(entry: Mapping[str, Any]) -> Interconnect | None:
     link = entry.get("interconnect") or {}
     if link.get("nvlink_gb_s_bidirectional"):
         per_direction = int(link["nvlink_gb_s_bidirectional"] * GB) // 2
-        gpus = 72 if "nvl72_domain" in link else 8
+        # NVL72: compute trays of 4 GPUs; the 72-GPU NVLink domain is the inter-node link.
+        gpus = 4 if "nvl72_domain" in link else 8
         return Interconnect(kind="nvlink", bandwidth_bytes_per_s=per_direction, gpus_per_node=gpus)
     if link.get("infinity_fabric_gb_s"):
         # AMD quotes the aggregate peer bandwidth per GPU; treat it as bidirectional.
@@ -56,6 +58,11 @@ def _interconnect(entry: Mapping[str, Any]) -> Interconnect | None:
     if link.get("pcie"):
         return Interconnect(kind="pcie", bandwidth_bytes_per_s=None)
     return None
+
+
+def _inter_node(entry: Mapping[str, Any]) -> InterNodeLink | None:
+    """NVL72 parts: their NVLink switch domain; others take the default for their link."""
+    return NVL72_DOMAIN if "nvl72_domain" in (entry.get("interconnect") or {}) else None
 
 
 def _watts(value: Any) -> float | None:
@@ -80,6 +87,7 @@ def datasheet_spec(entry: Mapping[str, Any]) -> HardwareSpec:
         memory_bandwidth_bytes_per_s=round(float(entry["memory_bandwidth_tb_s"]) * TB),
         peak_tflop_per_s={k: (None if v is None else float(v)) for k, v in peaks.items()},
         interconnect=_interconnect(entry),
+        inter_node=_inter_node(entry),
         memory_type=entry.get("memory_type"),
         tdp_w=_watts(entry.get("tdp_w")),
         sm_count=None if entry.get("sm_count") is None else int(entry["sm_count"]),

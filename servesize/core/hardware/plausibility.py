@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servesize.core.errors import FieldIssue
+from servesize.core.hardware.internode import nvlink_domain_gpus
 from servesize.core.hardware.spec import HardwareSpec
 
 MAX_ACHIEVED_OVER_PEAK = 1.15
@@ -95,11 +96,12 @@ def implausible_values(
                     f"of {link.bandwidth_bytes_per_s:.6g} B/s",
                 )
             )
-        if link is not None and c.num_gpus > link.gpus_per_node:
+        domain = nvlink_domain_gpus(spec)
+        if link is not None and domain is not None and c.num_gpus > domain:
             issues.append(
                 FieldIssue(
                     f"/collectives/{i}/num_gpus",
-                    f"{c.num_gpus} GPUs exceed the {link.gpus_per_node} of one node",
+                    f"{c.num_gpus} GPUs exceed the {domain} of one NVLink domain",
                 )
             )
     return issues

@@ -22,6 +22,28 @@ class Interconnect:
     gpus_per_node: int = 8
 
 
+INTER_NODE_KINDS = ("infiniband", "ethernet", "nvlink_domain")
+"""How the nodes of a multi-node replica are joined (:class:`InterNodeLink`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterNodeLink:
+    """The link between nodes, per GPU and per direction.
+
+    ``infiniband`` / ``ethernet``: one network adapter share per GPU (a DGX H100 has one
+    400 Gb/s ConnectX-7 per GPU: 50 GB/s each way). ``nvlink_domain``: the nodes (GB200/GB300
+    trays of 4 GPUs) share one NVLink switch fabric of ``domain_gpus`` GPUs (72 for NVL72), so
+    collectives inside the domain run at ``bandwidth_bytes_per_s`` of NVLink.
+    """
+
+    kind: str
+    bandwidth_bytes_per_s: int
+    latency_s: float
+    """One message's latency across the link (InfiniBand NDR through one switch: ~5 µs)."""
+    domain_gpus: int | None = None
+    """GPUs of one NVLink domain (``nvlink_domain`` only)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HardwareSpec:
     """One accelerator: memory, bandwidth, dense peaks per dtype and its interconnect."""
@@ -33,6 +55,9 @@ class HardwareSpec:
     memory_bandwidth_bytes_per_s: int
     peak_tflop_per_s: Mapping[str, float | None] = field(default_factory=dict)
     interconnect: Interconnect | None = None
+    inter_node: InterNodeLink | None = None
+    """The link between nodes as given; None: :func:`~servesize.core.hardware.inter_node_link`
+    applies the documented default for the interconnect."""
     memory_type: str | None = None
     tdp_w: float | None = None
     sm_count: int | None = None

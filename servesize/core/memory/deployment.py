@@ -9,7 +9,8 @@ version, records each default it applied, and refuses what the engine would refu
 - MLP / expert widths not divisible by their TP degree (``divide`` in ``linear.py`` and
   ``FusedMoE``);
 - more pipeline stages than layers; expert parallelism on a dense model;
-- ``TP * PP`` beyond the GPUs of one node of the hardware profile;
+- ``TP * PP`` beyond the GPUs of one node without a link between nodes, or beyond the
+  NVLink domain of an ``nvlink_domain`` link (:mod:`.multinode`);
 - ``max_model_len`` above the model's ``max_position_embeddings`` (vLLM's
   ``_get_and_verify_max_len`` without ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``);
 - zero or negative memory, fractions outside (0, 1], non-positive sizes.
@@ -34,7 +35,7 @@ from servesize.core.architecture import (
 )
 from servesize.core.dtypes import canonical_dtype
 from servesize.core.errors import FieldIssue
-from servesize.core.hardware.spec import HardwareSpec
+from servesize.core.hardware import HardwareSpec
 from servesize.core.memory.constants import DEFAULT_CONSTANTS, MemoryConstants
 from servesize.core.memory.engine_defaults import (
     ENGINES,
@@ -50,6 +51,7 @@ from servesize.core.memory.engine_defaults import (
 from servesize.core.memory.errors import InvalidDeploymentError
 from servesize.core.memory.kv_format import KV_CACHE_DTYPES, KvCacheFormat, resolve_kv_format
 from servesize.core.memory.mxfp4 import resolve_mxfp4_backend
+from servesize.core.memory.multinode import multi_node_problem
 from servesize.core.memory.scheme import WeightScheme, resolve_weight_scheme
 from servesize.core.memory.units import MIB
 
@@ -229,11 +231,8 @@ def _check_parallelism(
             "pipeline_parallel_size",
             f"{pp} stages exceed the model's {len(arch.layers)} layers",
         )
-    node = hardware.interconnect.gpus_per_node if hardware.interconnect else None
-    if node is not None and tp * pp > node:
-        problem = (
-            f"TP·PP = {tp}·{pp} = {tp * pp} GPUs exceed the {node} GPUs per node of {hardware.name}"
-        )
+    problem = multi_node_problem(hardware, tp=tp, pp=pp)
+    if problem is not None:
         _issue(issues, "tensor_parallel_size", problem)
         if pp > 1:
             _issue(issues, "pipeline_parallel_size", problem)

@@ -98,8 +98,9 @@ def plan_candidate(inputs: SizingInputs, c: Candidate, *, is_moe: bool) -> Memor
             reason="does-not-fit",
             detail="; ".join(memory.reasons) or "the deployment does not fit",
         )
+    link = inputs.hardware[c.hardware_id].interconnect
     refused = unsupported_kv(memory.deployment) or unsupported_layout(
-        memory.deployment, is_moe=is_moe
+        memory.deployment, is_moe=is_moe, gpus_per_node=link.gpus_per_node if link else None
     )
     if refused is not None:
         return Rejection(candidate=c, reason="engine-unsupported", detail=refused)

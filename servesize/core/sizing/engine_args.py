@@ -12,7 +12,8 @@ Versions modelled (option tables in ``servesize/data/engine_options/``, regenera
   ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``: the worker then skips
   the ``gpu_memory_utilization`` profile rule, ``gpu_worker.py``). Multi-node data parallelism:
   ``--data-parallel-size-local``, ``--data-parallel-start-rank``, ``--data-parallel-address``,
-  ``--data-parallel-rpc-port`` and ``--headless`` on the secondary nodes; P/D:
+  ``--data-parallel-rpc-port`` and ``--headless`` on the secondary nodes; a TP × PP group
+  over nodes: ``--nnodes``, ``--node-rank``, ``--master-addr`` (:mod:`.launch_nodes`); P/D:
   ``--kv-transfer-config`` with the ``NixlConnector``.
 - **SGLang 0.5.1** ``python -m sglang.launch_server`` (``python/sglang/srt/server_args.py``
   ``ServerArgs.add_cli_args``; ``sglang serve`` arrived later): canonical long flags
@@ -56,6 +57,7 @@ from typing import Literal
 
 from servesize.core.memory import ResolvedDeployment
 from servesize.core.memory.runtime import cuda_graph_sizes
+from servesize.core.sizing.launch_nodes import unsupported_multi_node
 
 __all__ = [
     "COMMAND_VERSIONS",
@@ -152,14 +154,17 @@ def unsupported_kv(res: ResolvedDeployment) -> str | None:
     )
 
 
-def unsupported_layout(res: ResolvedDeployment, *, is_moe: bool) -> str | None:
-    """Why the engine has no form for the plan's parallel layout, or None."""
+def unsupported_layout(
+    res: ResolvedDeployment, *, is_moe: bool, gpus_per_node: int | None = None
+) -> str | None:
+    """Why the engine has no form for the plan's parallel layout, or None (a TP × PP group
+    wider than a node: :func:`~.launch_nodes.unsupported_multi_node`)."""
     if res.engine == "trtllm" and is_moe and res.data_parallel_size > 1 < res.tensor_parallel_size:
         return (
             f"TensorRT-LLM attention DP runs attention with TP 1 on every rank: TP"
             f"{res.tensor_parallel_size} x DP{res.data_parallel_size} has no trtllm-serve form"
         )
-    return None
+    return unsupported_multi_node(res, is_moe=is_moe, gpus_per_node=gpus_per_node)
 
 
 def vllm_args(

@@ -27,6 +27,7 @@ from servesize.core.sizing.engine_args import (
     vllm_args,
     yaml_lines,
 )
+from servesize.core.sizing.launch_nodes import group_nodes, vllm_node_flags
 
 __all__ = ["TRTLLM_DISAGG_CONFIG", "LaunchCommand", "LaunchPlan", "launch_plan"]
 
@@ -84,19 +85,33 @@ def _vllm_plan(
     places: list[tuple[str, str]] = []
     roles: list[Role] = ["prefill", "decode"] if disaggregated else ["both"]
     commands: list[LaunchCommand] = []
+    spread = group_nodes(res, gpus_per_node)
     for role in roles:
         name = "server" if role == "both" else role
-        if nodes == 1:
+        if nodes == 1 and spread == 1:
             argv = vllm_args(model, res, role=role, kv_cache_bytes=pinned)
             commands.append(LaunchCommand(role=name, argv=tuple(argv)))
             continue
-        for rank in range(nodes):
-            argv = vllm_args(
-                model, res, role=role, kv_cache_bytes=pinned, node=(rank, nodes, local)
-            )
+        for rank in range(max(nodes, spread)):
+            if spread > 1:  # one TP x PP group over several nodes
+                argv = vllm_args(model, res, role=role, kv_cache_bytes=pinned)
+                argv += vllm_node_flags(rank, spread, master_placeholder(role))
+            else:
+                argv = vllm_args(
+                    model, res, role=role, kv_cache_bytes=pinned, node=(rank, nodes, local)
+                )
             label = f"node{rank}" if role == "both" else f"{role}-node{rank}"
             commands.append(LaunchCommand(role=label, argv=tuple(argv)))
-    if nodes > 1:
+    if spread > 1:
+        places += [
+            (master_placeholder(r), f"{_node0(r)} (runs the API server; torch.distributed)")
+            for r in roles
+        ]
+        notes.append(
+            f"one TP{res.tensor_parallel_size} x PP{res.pipeline_parallel_size} group spans "
+            f"{spread} nodes (multiprocessing executor); nodes 1.. run headless workers"
+        )
+    elif nodes > 1:
         places += [
             (master_placeholder(r), f"{_node0(r)} (runs the API server and DP coordinator)")
             for r in roles
@@ -143,6 +158,8 @@ def _sglang_plan(
     places: list[tuple[str, str]] = []
     commands: list[LaunchCommand] = []
     roles: list[Role] = ["prefill", "decode"] if disaggregated else ["both"]
+    spread = group_nodes(res, gpus_per_node)
+    nodes = max(nodes, spread)
     for role in roles:
         name = "server" if role == "both" else role
         if nodes == 1:
@@ -151,7 +168,7 @@ def _sglang_plan(
             continue
         for rank in range(nodes):
             label = f"node{rank}" if role == "both" else f"{role}-node{rank}"
-            if dp_attention:
+            if dp_attention or spread > 1:
                 argv = sglang_args(
                     model, res, role=role, is_moe=is_moe, max_total_tokens=pool, node=(rank, nodes)
                 )
@@ -165,7 +182,7 @@ def _sglang_plan(
                     data_parallel_size=local,
                 )
             commands.append(LaunchCommand(role=label, argv=tuple(argv)))
-    if nodes > 1 and dp_attention:
+    if nodes > 1 and (dp_attention or spread > 1):
         places += [
             (
                 master_placeholder(r),

@@ -18,8 +18,10 @@ All-reduce algorithms (:class:`CollectiveConstants` holds their constants):
   each GPU sends and receives ``M`` once: ``t = α_nvls + M / (B·η_nvls)``. NCCL uses it
   when the node has NVSwitch multicast and it is faster than the ring;
 * across nodes (``N`` above ``gpus_per_node``): NCCL only (vLLM and SGLang disable custom
-  all-reduce when the group spans nodes), a ring whose edges between nodes set every step:
-  bandwidth ``B_net`` (each GPU's network share), latency ``h_net`` per step.
+  all-reduce when the group spans nodes). :func:`nccl_all_reduce_time_s` prices a flat ring
+  whose edges between nodes set every step; the step-time model uses the hierarchical form of
+  ``internode.py`` instead (in-node reduce-scatter, between-node all-reduce of the shard,
+  in-node all-gather).
 
 Engine choice per message size (:func:`all_reduce_algorithm`):
 
@@ -117,7 +119,11 @@ class CollectiveConstants:
     nvls_link_efficiency: float = 0.55
     """``η_nvls``: achieved fraction of ``B`` of the multicast path."""
     network_hop_latency_s: float = 5e-6
-    """``h_net``: one ring step over the network (InfiniBand; a default, not fitted)."""
+    """``h_net``: one ring step over the network (InfiniBand; a default, not fitted), where the
+    topology gives no inter-node latency."""
+    network_link_efficiency: float = 0.9
+    """``η_net``: achieved fraction of the inter-node link in the multi-node collectives of
+    ``internode.py`` (a default, not fitted: no multi-node rows in ``collectives.csv``)."""
 
     @property
     def two_shot_latency_s(self) -> float:
@@ -139,8 +145,12 @@ class LinkTopology:
     multicast: bool = False
     """NVSwitch with multicast (NVLS): Hopper or later SXM nodes."""
     gpus_per_node: int | None = None
-    """GPUs one node holds; a collective on more goes over the network."""
+    """GPUs one NVLink domain holds (a node, or an NVL72 rack); a collective on more goes over
+    the network."""
     network_bandwidth_bytes_per_s: float = DEFAULT_NETWORK_BANDWIDTH_BYTES_PER_S
+    """``B_net``: the inter-node link per GPU and direction."""
+    network_latency_s: float | None = None
+    """``h_net`` of the inter-node link; None: ``CollectiveConstants.network_hop_latency_s``."""
 
 
 def _check(num_gpus: int, link_bandwidth_bytes_per_s: float) -> None:

@@ -48,7 +48,6 @@ from servesize.core.steptime.attention import (
     attention_prefill_cost,
 )
 from servesize.core.steptime.communication import (
-    DEFAULT_NETWORK_BANDWIDTH_BYTES_PER_S,
     LinkTopology,
     all_reduce_algorithm,
     all_reduce_time_s,
@@ -58,6 +57,13 @@ from servesize.core.steptime.communication import (
 from servesize.core.steptime.engines import EngineProfile, engine_profile
 from servesize.core.steptime.experts import MoeLookup, moe_cost, moe_table_for
 from servesize.core.steptime.gemm import GemmCurve, gemm_cost, gemm_curve
+from servesize.core.steptime.internode import (
+    cross_node_all_to_all_time_s,
+    cross_node_hand_off_time_s,
+    hardware_topology,
+    hierarchical_all_reduce_time_s,
+    spans_nodes,
+)
 from servesize.core.steptime.operators import OperatorInventory, operator_inventory
 from servesize.core.steptime.rates import DEFAULT_GEMM_EFFICIENCY_BY_DTYPE, DeviceRates, KernelCost
 from servesize.core.steptime.tables import CollectiveTable, MeasuredProfile
@@ -280,16 +286,12 @@ class StepTimeModel:
         """Collective time of steps with ``tokens`` tokens per data-parallel rank: TP
         all-reduces, EP all-to-alls and ``PP − 1`` pipeline hand-offs (:meth:`hand_off_s`)."""
         inv = self.inventory
-        link = self.link_bandwidth_bytes_per_s
         comm = inv.all_reduces_per_step * self.all_reduce_s(
             tokens * inv.hidden_size * inv.activation_bytes
         )
         if inv.all_to_alls_per_step:
-            comm = comm + inv.all_to_alls_per_step * all_to_all_time_s(
-                tokens * inv.all_to_all_bytes_per_token,
-                num_gpus=inv.expert_parallel_size,
-                link_bandwidth_bytes_per_s=link,
-                table=self.all_to_all_table,
+            comm = comm + inv.all_to_alls_per_step * self.all_to_all_s(
+                tokens * inv.all_to_all_bytes_per_token
             )
         if inv.pipeline_parallel_size > 1:
             comm = comm + (inv.pipeline_parallel_size - 1) * self.hand_off_s(tokens)
@@ -321,6 +323,19 @@ class StepTimeModel:
             link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s
         )
 
+    def all_to_all_s(self, message_bytes: FloatArray) -> FloatArray:
+        """One EP all-to-all of ``message_bytes`` per GPU; wider than the NVLink domain, the
+        off-node share crosses the inter-node link (``internode.py``; no one-node table)."""
+        ep, topo = self.inventory.expert_parallel_size, self._topology()
+        if spans_nodes(ep, topo):
+            return cross_node_all_to_all_time_s(message_bytes, num_gpus=ep, topology=topo)
+        return all_to_all_time_s(
+            message_bytes,
+            num_gpus=ep,
+            link_bandwidth_bytes_per_s=self.link_bandwidth_bytes_per_s,
+            table=self.all_to_all_table,
+        )
+
     def all_reduce_s(self, message_bytes: FloatArray) -> FloatArray:
         """One TP all-reduce of ``message_bytes`` as the engine runs it: its algorithm at that
         size (:func:`~servesize.core.steptime.communication.all_reduce_algorithm`), priced by
@@ -329,6 +344,8 @@ class StepTimeModel:
         inv, topo = self.inventory, self._topology()
         tp, engine = inv.tensor_parallel_size, self.engine.name
         node = topo.gpus_per_node
+        if spans_nodes(tp, topo):
+            return hierarchical_all_reduce_time_s(message_bytes, num_gpus=tp, topology=topo)
         modelled = all_reduce_time_s(
             message_bytes,
             num_gpus=tp,
@@ -354,13 +371,18 @@ class StepTimeModel:
         return np.asarray(np.where(algorithm == "nccl", on_nccl, on_custom), dtype=np.float64)
 
     def hand_off_s(self, tokens: FloatArray) -> FloatArray:
-        """One pipeline hand-off of ``tokens`` activations, over the network when a stage
-        boundary crosses nodes (the slowest boundary paces the pipeline)."""
+        """One pipeline hand-off of ``tokens`` activations; where a stage boundary crosses
+        nodes, every boundary is priced as that one (the slowest paces the pipeline:
+        :func:`~servesize.core.steptime.internode.cross_node_hand_off_time_s`)."""
         inv, topo = self.inventory, self._topology()
         link = topo.link_bandwidth_bytes_per_s
         node, tp, pp = topo.gpus_per_node, inv.tensor_parallel_size, inv.pipeline_parallel_size
         if node is not None and any((s * tp - 1) // node != (s * tp) // node for s in range(1, pp)):
-            link = min(link, topo.network_bandwidth_bytes_per_s)
+            return cross_node_hand_off_time_s(
+                tokens * inv.hidden_size * inv.activation_bytes,
+                tensor_parallel_size=tp,
+                topology=topo,
+            )
         return point_to_point_time_s(
             tokens * inv.hidden_size * inv.activation_bytes, link_bandwidth_bytes_per_s=link
         )
@@ -398,7 +420,7 @@ def build_step_model(
     measured: MeasuredProfile | None = None,
     calibrated: bool = True,
     moe_distribution: str = "balanced",
-    network_bandwidth_bytes_per_s: float = DEFAULT_NETWORK_BANDWIDTH_BYTES_PER_S,
+    network_bandwidth_bytes_per_s: float | None = None,
 ) -> StepTimeModel:
     """Compile ``arch`` on ``hardware`` under one deployment into a :class:`StepTimeModel`.
 
@@ -406,8 +428,10 @@ def build_step_model(
     (:func:`checkpoint_weight_dtypes`). ``measured`` tables, when given, replace the roofline
     defaults for every operator they cover; ``calibrated=False`` uses the engine profile with
     its fitted constants neutralised (pure roofline plus scheduler limits). Collectives on
-    more GPUs than ``hardware.interconnect.gpus_per_node`` (TP, or pipeline stages on another
-    node) go over the network at ``network_bandwidth_bytes_per_s`` per GPU.
+    more GPUs than the NVLink domain (``gpus_per_node``, or an NVL72 domain; TP, EP, or
+    pipeline stages on another node) go over the hardware's inter-node link
+    (:func:`~servesize.core.hardware.inter_node_link`); ``network_bandwidth_bytes_per_s``
+    overrides its bandwidth (None: the link's, else 50 GB/s per GPU).
     """
     profile = (
         engine
@@ -524,7 +548,9 @@ def build_step_model(
         )
 
     tp = inventory.tensor_parallel_size
-    topology = _topology(hardware, network_bandwidth_bytes_per_s)
+    topology = hardware_topology(
+        hardware, network_bandwidth_bytes_per_s, fallback_bytes_per_s=PCIE_LINK_BYTES_PER_S
+    )
     ar_table = nccl_table = a2a_table = None
     if measured is not None:
         if tp > 1:
@@ -570,23 +596,4 @@ def build_step_model(
         sources=sources,
         topology=topology,
         nccl_all_reduce_table=nccl_table,
-    )
-
-
-NVLS_MIN_LINK_BYTES_PER_S = 450e9
-"""NVLink at 450 GB/s or more per direction is NVLink 4 or later on an NVSwitch baseboard (HGX
-H100/H200/H20, B200, GB200), whose switches reduce and multicast (NVLS); A100's NVLink 3
-(300 GB/s) and the NVLink bridges of PCIe cards do not."""
-
-
-def _topology(hardware: HardwareSpec, network_bandwidth_bytes_per_s: float) -> LinkTopology:
-    link = hardware.interconnect
-    bandwidth = link.bandwidth_bytes_per_s if link else None
-    nvlink = link is not None and link.kind == "nvlink" and bool(bandwidth)
-    return LinkTopology(
-        link_bandwidth_bytes_per_s=float(bandwidth or PCIE_LINK_BYTES_PER_S),
-        fully_connected=bool(bandwidth),
-        multicast=nvlink and float(bandwidth or 0) >= NVLS_MIN_LINK_BYTES_PER_S,
-        gpus_per_node=link.gpus_per_node if link else None,
-        network_bandwidth_bytes_per_s=network_bandwidth_bytes_per_s,
     )

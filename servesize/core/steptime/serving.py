@@ -40,9 +40,11 @@ This is AIConfigurator's mix-step / decode-step decomposition
 ``run_agg``) with its empirical TTFT factors (``vllm_backend.py: _ttft_queuing_factor``)
 replaced by explicit queue terms, and the fixed point of docs/modeling.md §2.8 at a fixed
 concurrency instead of a fixed arrival rate. With pipeline parallelism, ``PP`` micro-batches of
-``1/PP`` of the batch are in flight and a token crosses every stage (and ``PP − 1`` hand-offs)
-once per step; with fewer sequences than stages the idle stages are the pipeline bubble, and
-TPOT is the full latency through the pipeline.
+``1/PP`` of the batch are in flight (vLLM V1's batch queue of
+``MultiprocExecutor.max_concurrent_batches`` = ``pipeline_parallel_size`` batches) and a
+token crosses every stage (and ``PP − 1`` hand-offs) once per step; with fewer sequences than
+stages the idle stages are the pipeline bubble, and TPOT is the full latency through the
+pipeline.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,12 @@ def test_tp_not_dividing_heads() -> None:
     assert pointers == {"/deployment/tensor_parallel_size"}
 
 
-def test_tp_beyond_gpus_per_node() -> None:
-    # TP 8 · PP 2 = 16 GPUs > 8 per node
+def test_tp_beyond_gpus_per_node_without_a_link_between_nodes() -> None:
+    # TP 8 · PP 2 = 16 GPUs > 8 per node, and PCIe nodes have no default inter-node link
+    pcie = replace(H100, interconnect=Interconnect(kind="pcie", bandwidth_bytes_per_s=None))
     pointers = _pointers(
         _arch("meta-llama--Llama-3.1-70B.json"),
-        H100,
+        pcie,
         tensor_parallel_size=8,
         pipeline_parallel_size=2,
     )

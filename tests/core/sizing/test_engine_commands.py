@@ -203,6 +203,8 @@ def _check_vllm(plan: Plan) -> None:
     pools = 2 if c.kind == "disaggregated" else 1
     nodes = math.ceil(c.gpus_per_replica / GPUS_PER_NODE)
     assert len(servers) == pools * nodes
+    # a TP x PP group over several nodes: vLLM's multiprocessing executor with --nnodes
+    spread = math.ceil(c.tensor_parallel_size * c.pipeline_parallel_size / GPUS_PER_NODE)
     local_total = 0
     for cmd in servers:
         ns = _parse(VLLM, cmd.argv, ["vllm", "serve"])
@@ -221,7 +223,18 @@ def _check_vllm(plan: Plan) -> None:
         # The pinned pool is whole blocks of block_size tokens: the planned token capacity.
         block_bytes = ns.block_size * memory.kv_bytes_per_token_per_gpu
         assert ns.kv_cache_memory_bytes == memory.kv_blocks * block_bytes
-        if nodes > 1:
+        if spread > 1:
+            rank = int(cmd.role.rsplit("node", 1)[1])
+            pool = "" if c.kind == "aggregated" else cmd.role.split("-")[0].upper() + "_"
+            assert ns.data_parallel_size == 1
+            assert ns.data_parallel_size_local is None
+            assert ns.distributed_executor_backend == "mp"
+            assert (ns.nnodes, ns.node_rank) == (spread, rank)
+            assert ns.master_addr == f"${pool}MASTER_ADDR"
+            assert plan.launch is not None
+            assert f"${pool}MASTER_ADDR" in dict(plan.launch.placeholders)
+            assert ns.headless is (rank > 0)
+        elif nodes > 1:
             rank = int(cmd.role.rsplit("node", 1)[1])
             local = GPUS_PER_NODE // (c.tensor_parallel_size * c.pipeline_parallel_size)
             assert ns.data_parallel_size_local == local
@@ -234,7 +247,7 @@ def _check_vllm(plan: Plan) -> None:
             local_total += local
         if c.kind == "disaggregated":
             assert ns.kv_transfer_config["kv_connector"] == "NixlConnector"
-    if nodes > 1:
+    if nodes > 1 and spread == 1:
         assert local_total == pools * c.data_parallel_size
 
 
@@ -280,7 +293,8 @@ def _check_sglang(plan: Plan, is_moe: bool) -> None:
         if c.kind == "disaggregated":
             assert ns.disaggregation_mode == cmd.role.split("-")[0]
         if ns.nnodes is not None and ns.nnodes > 1:
-            assert ns.enable_dp_attention
+            # multi-node: DP attention, or one TP x PP group wider than a node
+            assert ns.enable_dp_attention or tp * pp > GPUS_PER_NODE
             assert ns.nnodes == math.ceil(c.gpus_per_replica / GPUS_PER_NODE)
             pool = "" if c.kind == "aggregated" else cmd.role.split("-")[0].upper() + "_"
             assert ns.dist_init_addr == f"${pool}MASTER_ADDR:5000"
@@ -345,6 +359,8 @@ def _check_trtllm(plan: Plan, is_moe: bool) -> None:
             assert ns.tensor_parallel_size % ns.moe_expert_parallel_size == 0
         if world > GPUS_PER_NODE:
             assert cmd.argv[:3] == ("mpirun", "-np", str(world))
+            assert cmd.argv[cmd.argv.index("trtllm-llmapi-launch") + 1] == "trtllm-serve"
+            assert ns.gpus_per_node == GPUS_PER_NODE
         files = dict(cmd.files)
         options = yaml.safe_load(files[ns.extra_llm_api_options])
         _check_trtllm_yaml(options)
@@ -544,3 +560,87 @@ def test_abbreviated_and_unknown_flags_are_refused_by_the_snapshot_parsers() -> 
         VLLM.parse_args(["m", "--kv-cache-dtype", "fp32"])
     with pytest.raises(_RefusedError):
         TRTLLM.parse_args(["m", "--tensor-parallel-size", "2"])  # trtllm-serve uses underscores
+
+
+_WIDE: dict[str, SizingResult] = {}
+
+
+def _wide(engine: str) -> SizingResult:
+    """DeepSeek-V3 over up to 32 H100s: TP 1 or 8, PP 1 or 2, DP 1 or 16, with and without
+    expert parallelism."""
+    if engine not in _WIDE:
+        space = SearchSpace(
+            hardware=(H100,),
+            engines=(engine,),
+            tensor_parallel=(1, 8),
+            pipeline_parallel=(1, 2),
+            data_parallel=(1, 16),
+            expert_parallel=(False, True),
+            max_num_batched_tokens=(BUDGET,),
+            kv_cache_dtype=("fp8",),
+            max_model_len=(CONTEXT,),
+        )
+        _WIDE[engine] = size(
+            _arch(CASES["mla"]),
+            model_name="org/model",
+            space=space,
+            traffic=TRAFFIC,
+            objective=LOOSE,
+            prices={},
+            verify_top=0,
+        )
+    return _WIDE[engine]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_deepseek_v3_over_two_nodes_has_a_command_per_engine(engine: str) -> None:
+    """TP8 x PP2 on 2 x 8 H100 (one TP x PP group over two nodes) and wide EP (DP16 attention
+    + EP16) are sized and launched by every engine; every command parses under its table."""
+    result = _wide(engine)
+    assert len(result.plans) + len(result.rejected) == result.candidates_evaluated
+    layouts = {
+        (
+            p.candidate.tensor_parallel_size,
+            p.candidate.pipeline_parallel_size,
+            p.candidate.data_parallel_size,
+            p.candidate.enable_expert_parallel,
+        )
+        for p in result.plans
+    }
+    assert (8, 2, 1, False) in layouts
+    assert (1, 1, 16, True) in layouts
+    for plan in result.plans:
+        if engine == "vllm":
+            _check_vllm(plan)
+        elif engine == "sglang":
+            _check_sglang(plan, is_moe=True)
+        else:
+            _check_trtllm(plan, is_moe=True)
+    tp8_pp2 = next(
+        p
+        for p in result.plans
+        if (p.candidate.tensor_parallel_size, p.candidate.pipeline_parallel_size) == (8, 2)
+        and p.candidate.data_parallel_size == 1
+    )
+    assert tp8_pp2.launch is not None
+    servers = list(_servers(tp8_pp2))
+    if engine == "trtllm":
+        (cmd,) = servers
+        assert cmd.argv[:5] == ("mpirun", "-np", "16", "-H", "$NODE0_ADDR:8,$NODE1_ADDR:8")
+        return
+    assert [c.role for c in servers] == ["node0", "node1"]
+    if engine == "sglang":
+        for rank, cmd in enumerate(servers):
+            ns = _parse(SGLANG, cmd.argv, ["python", "-m", "sglang.launch_server"])
+            assert (ns.tensor_parallel_size, ns.pipeline_parallel_size) == (8, 2)
+            assert (ns.nnodes, ns.node_rank) == (2, rank)
+            assert ns.dist_init_addr == "$MASTER_ADDR:5000"
+    # TP x PP groups over nodes with data parallelism have no vLLM / SGLang form
+    refused = [
+        r
+        for r in result.rejected
+        if (r.candidate.tensor_parallel_size, r.candidate.pipeline_parallel_size) == (8, 2)
+        and r.candidate.data_parallel_size == 16
+    ]
+    assert refused
+    assert all(r.reason == "engine-unsupported" for r in refused)
