@@ -50,8 +50,8 @@ from servesize.core.memory.engine_defaults import (
 )
 from servesize.core.memory.errors import InvalidDeploymentError
 from servesize.core.memory.kv_format import KV_CACHE_DTYPES, KvCacheFormat, resolve_kv_format
-from servesize.core.memory.mxfp4 import resolve_mxfp4_backend
 from servesize.core.memory.multinode import multi_node_problem
+from servesize.core.memory.mxfp4 import resolve_mxfp4_backend
 from servesize.core.memory.scheme import WeightScheme, resolve_weight_scheme
 from servesize.core.memory.units import MIB
 
