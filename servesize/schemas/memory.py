@@ -98,6 +98,12 @@ class DeploymentIn(RequestModel):
     output are free and never evicts; ``max_utilization`` admits on the blocks of the next step
     and pauses the newest requests (recomputed later) when the cache runs out. Null: the
     engine's default, ``guaranteed_no_evict``. Refused (422) for vLLM and SGLang."""
+    enable_prefix_caching: bool | None = Field(default=None, examples=[True])
+    """Reuse the KV blocks of prompt prefixes already computed (vLLM
+    ``--enable-prefix-caching``, SGLang's radix cache, TensorRT-LLM
+    ``kv_cache_config.enable_block_reuse``). Null: the engine's default — on for vLLM V1
+    (0.8.0 and later), SGLang and TensorRT-LLM, off for vLLM V0. It changes predictions only for
+    traffic with shared prefixes (``traffic.prefix``, ``workload.prefix``)."""
 
 
 class MemoryRequest(RequestModel):
