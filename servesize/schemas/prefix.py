@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from servesize.core.replica import PrefixedEstimate
 from servesize.core.traffic import PrefixTraffic
-from servesize.schemas.base import RequestModel
+from servesize.schemas.base import RequestModel, ResponseModel
 
-__all__ = ["PrefixIn", "prefix_traffic"]
+__all__ = ["PrefixCacheOut", "PrefixIn", "prefix_traffic"]
 
 
 class PrefixIn(RequestModel):
@@ -54,3 +55,43 @@ def prefix_traffic(spec: PrefixIn | None) -> PrefixTraffic | None:
         shared_fraction=spec.shared_fraction,
         num_prefixes=spec.num_prefixes,
     )
+
+
+class PrefixCacheOut(ResponseModel):
+    """Steady-state prefix cache of a workload point (``docs/modeling.md`` §3.14): the prompt
+    tokens a request finds cached and the KV blocks of the pool, split into those running
+    requests hold (``pinned_blocks``, a shared prefix counted once) and the cached prefix blocks
+    no running request holds (``evictable_blocks``: free to reuse, kept until the pool needs
+    them)."""
+
+    hit_tokens_per_request: float = Field(examples=[1024.0])
+    """Expected prompt tokens served from the cache (whole blocks, the last token recomputed)."""
+    hit_probability: float = Field(examples=[1.0])
+    """Chance that a sharing request's prefix is resident (Che's LRU approximation)."""
+    prefill_tokens_per_request: int = Field(examples=[1000])
+    """Prompt tokens the estimate prefills per request (``input_tokens`` less the hits)."""
+    decode_context_s: float = Field(examples=[0.0004])
+    """Added to TPOT: the decode step's attention over the cached prefix."""
+    working_set_blocks: int = Field(examples=[128])
+    """Blocks of every distinct shared prefix."""
+    cache_blocks: int = Field(examples=[20000])
+    """Pool blocks beside the running batch."""
+    pinned_blocks: int = Field(examples=[9000])
+    evictable_blocks: int = Field(examples=[0])
+
+    @classmethod
+    def of(cls, prefixed: PrefixedEstimate) -> PrefixCacheOut | None:
+        """The figures of ``prefixed`` (None when no cache acted)."""
+        c = prefixed.cache
+        if c is None:
+            return None
+        return cls(
+            hit_tokens_per_request=c.hit_tokens_per_request,
+            hit_probability=c.hit_probability,
+            prefill_tokens_per_request=int(prefixed.estimate.input_tokens[0]) - prefixed.hit_tokens,
+            decode_context_s=prefixed.decode_context_s,
+            working_set_blocks=c.working_set_blocks,
+            cache_blocks=c.cache_blocks,
+            pinned_blocks=c.pinned_blocks,
+            evictable_blocks=c.evictable_blocks,
+        )

@@ -64,6 +64,7 @@ from servesize.core.replica.errors import (
     SimulationTooLargeError,
     WholePromptOverflowError,
 )
+from servesize.core.replica.prefix import PrefixedEstimate, closed_loop_with_prefix
 from servesize.core.replica.simulate import (
     MAX_PREFILL_STEPS,
     DisaggregatedPools,
@@ -80,6 +81,7 @@ __all__ = [
     "KVLink",
     "MissingInterconnectBandwidthError",
     "PolicySource",
+    "PrefixedEstimate",
     "Progress",
     "Replica",
     "ReplicaError",
@@ -89,6 +91,7 @@ __all__ = [
     "StepModelCache",
     "WholePromptOverflowError",
     "check_workload",
+    "closed_loop_with_prefix",
     "compile_replica",
     "kv_transfer",
     "replica_from_plan",
