@@ -131,15 +131,15 @@ def test_measured_hit_rate_is_taken_in_whole_blocks() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "match"),
     [
-        {"shared_prefix_tokens": 0},
-        {"shared_prefix_tokens": 10, "shared_fraction": 0.0},
-        {"shared_prefix_tokens": 10, "num_prefixes": 0},
-        {"cache_hit_rate": 1.5},
-        {"cache_hit_rate": 0.5, "shared_prefix_tokens": 10},
+        ({"shared_prefix_tokens": 0}, "shared_prefix_tokens"),
+        ({"shared_prefix_tokens": 10, "shared_fraction": 0.0}, "shared_fraction"),
+        ({"shared_prefix_tokens": 10, "num_prefixes": 0}, "num_prefixes"),
+        ({"cache_hit_rate": 1.5}, "cache_hit_rate"),
+        ({"cache_hit_rate": 0.5, "shared_prefix_tokens": 10}, "not both"),
     ],
 )
-def test_bad_prefix_traffic_is_refused(kwargs: dict[str, float]) -> None:
-    with pytest.raises(ValueError):
+def test_bad_prefix_traffic_is_refused(kwargs: dict[str, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
         PrefixTraffic(**kwargs)  # type: ignore[arg-type]
