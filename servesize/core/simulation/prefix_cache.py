@@ -24,13 +24,20 @@ What it mirrors (vLLM v1, ``vllm/v1/core/kv_cache_manager.py`` and ``block_pool.
   (``eviction="radix_lru"``): blocks that were never cached are used first. The radix cache works
   on pages (``page_size``), here the replica's block size.
 
-Modelled as counts: the pool's ``free_blocks`` keeps vLLM's meaning (free + evictable cached).
-The free queue is a deque of runs of anonymous blocks and of single cached blocks; allocations
-are not seen one by one but read off ``free_blocks`` whenever the cache is consulted (every
-allocation pops from the head, so popping them late is exact as long as every release and every
-hit passes through here first, which :class:`~.kv_pool.KVBlockPool` guarantees). A request that
-computes a prefix block someone else cached meanwhile keeps its own copy privately (vLLM would
-cache the duplicate too); its later prefix blocks are then not cached by it.
+Modelled as counts. The pool's ``free_blocks`` keeps vLLM's meaning (free + evictable cached).
+The free queue is a deque of runs of uncached blocks and of runs of cached blocks of one prefix;
+allocations are not seen one by one but read off ``free_blocks`` whenever the cache is consulted
+(every allocation pops from the head, so popping them late is exact as long as every release
+and every hit passes through here first, which :class:`~.kv_pool.KVBlockPool` guarantees).
+
+Runs suffice because a prefix's cached blocks are always blocks ``0 … len − 1``: a request holds
+blocks ``0 … k − 1`` of its prefix, so a block's holders include those of every later block, a
+block is freed no earlier than the blocks after it and, freed at once, after them (last block
+first). The blocks no one holds, ``m … len − 1`` with ``m`` the most blocks a running request of
+that prefix holds, sit in the queue in runs, the highest nearest the head: a hit takes runs from
+the low end, an eviction from the high end. A request that computes a prefix block someone else
+cached meanwhile keeps its own copy privately (vLLM would cache the duplicate too); its later
+prefix blocks are then not cached by it.
 """
 
 from __future__ import annotations
@@ -43,18 +50,21 @@ import numpy as np
 PrefixEviction = Literal["free_queue_lru", "radix_lru"]
 
 
-class _Block:
-    """A cached block: running requests holding it, and its entry in the free queue (if any)."""
+class _Run:
+    """Blocks ``lo … hi − 1`` of prefix ``group`` in the free queue (cached, held by no one)."""
 
-    __slots__ = ("entry", "ref")
+    __slots__ = ("alive", "group", "hi", "lo")
 
-    def __init__(self) -> None:
-        self.ref = 1
-        self.entry: list[object] | None = None
+    def __init__(self, group: int, lo: int, hi: int) -> None:
+        self.group = group
+        self.lo = lo
+        self.hi = hi
+        self.alive = True
 
 
 class PrefixCache:
-    """Cached prefix blocks of one replica keyed by ``(prefix, block index)``.
+    """Cached prefix blocks of one replica: per prefix, how many leading blocks are cached, how
+    many each running request holds, and the runs of them in the free queue.
 
     ``group[r]`` is request ``r``'s prefix (-1: none) and ``shared_tokens[r]`` the prompt tokens
     it covers; ``num_tokens`` is the request table's column (the hit cap ``num_tokens − 1``).
@@ -65,13 +75,15 @@ class PrefixCache:
         "_last_free",
         "_queue",
         "block_size",
-        "blocks",
         "evictions",
         "free_first",
         "group",
         "hit_tokens",
+        "holders",
+        "length",
         "num_tokens",
         "refs",
+        "runs",
         "shared_tokens",
         "stopped",
     )
@@ -91,15 +103,20 @@ class PrefixCache:
         self.num_tokens = num_tokens
         self.block_size = block_size_tokens
         self.free_first = eviction == "radix_lru"
-        self.blocks: dict[tuple[int, int], _Block] = {}
+        self.length: dict[int, int] = {}
+        """Cached leading blocks of each prefix."""
+        self.holders: dict[int, dict[int, int]] = {}
+        """Per prefix: running requests by the number of its blocks they hold."""
+        self.runs: dict[int, deque[_Run]] = {}
+        """Per prefix: its runs in the free queue, lowest blocks first."""
         self.refs = np.zeros(group.size, dtype=np.int64)
-        """Leading blocks of each request that are cached blocks it holds a reference to."""
+        """Leading blocks of each request that are cached blocks it holds."""
         self.stopped = np.zeros(group.size, dtype=bool)
         self.hit_tokens = np.zeros(group.size, dtype=np.int64)
         """Prompt tokens each request found cached, summed over its admissions."""
         self.evictions = 0
         self._anon_head = total_blocks
-        self._queue: deque[int | list[object]] = deque()
+        self._queue: deque[int | _Run] = deque()
         self._last_free = total_blocks
 
     # ------------------------------------------------------------------ free queue
@@ -124,13 +141,19 @@ class PrefixCache:
                 q.popleft()
                 pop -= item
                 continue
-            q.popleft()
-            if item[1]:
-                key = item[0]
-                assert isinstance(key, tuple)
-                del self.blocks[key]
-                self.evictions += 1
-                pop -= 1
+            if not item.alive:
+                q.popleft()
+                continue
+            size = item.hi - item.lo
+            take = size if size < pop else pop
+            item.hi -= take
+            self.length[item.group] = item.hi
+            self.evictions += take
+            pop -= take
+            if item.hi == item.lo:
+                item.alive = False
+                q.popleft()
+                self.runs[item.group].pop()
 
     def _free_anonymous(self, blocks: int) -> None:
         if blocks <= 0:
@@ -144,6 +167,22 @@ class PrefixCache:
         else:
             q.append(blocks)
 
+    def _held_most(self, g: int) -> int:
+        """Most blocks of prefix ``g`` a running request holds (0 if none)."""
+        h = self.holders.get(g)
+        return max(h) if h else 0
+
+    def _hold(self, g: int, before: int, after: int) -> None:
+        h = self.holders.setdefault(g, {})
+        if before:
+            n = h[before] - 1
+            if n:
+                h[before] = n
+            else:
+                del h[before]
+        if after:
+            h[after] = h.get(after, 0) + 1
+
     # ------------------------------------------------------------------ requests
 
     def lookup(self, r: int, free_now: int) -> tuple[int, int]:
@@ -154,30 +193,23 @@ class PrefixCache:
         if g < 0:
             return 0, 0
         cap = min(int(self.shared_tokens[r]), int(self.num_tokens[r]) - 1) // self.block_size
-        blocks = self.blocks
-        hit = touched = 0
-        while hit < cap:
-            b = blocks.get((g, hit))
-            if b is None:
-                break
-            if b.ref == 0:
-                touched += 1
-            hit += 1
-        return hit, touched
+        hit = min(self.length.get(g, 0), cap)
+        return hit, max(hit - self._held_most(g), 0)
 
     def acquire(self, r: int, hit: int, touched: int) -> None:
         """Request ``r`` was admitted with its first ``hit`` blocks from the cache
-        (``BlockPool.touch``)."""
+        (``BlockPool.touch``: the ``touched`` ones no one held leave the free queue)."""
         g = int(self.group[r])
-        blocks = self.blocks
-        for i in range(hit):
-            b = blocks[(g, i)]
-            if b.ref == 0:
-                entry = b.entry
-                assert entry is not None
-                entry[1] = False
-                b.entry = None
-            b.ref += 1
+        if touched:
+            runs = self.runs[g]
+            while runs and runs[0].lo < hit:
+                run = runs[0]
+                if run.hi <= hit:
+                    run.alive = False
+                    runs.popleft()
+                else:
+                    run.lo = hit
+        self._hold(g, 0, hit)
         self.refs[r] = hit
         self.hit_tokens[r] += hit * self.block_size
         self._last_free -= touched
@@ -190,19 +222,17 @@ class PrefixCache:
         todo = (g_ids >= 0) & (full > self.refs[ids]) & ~self.stopped[ids]
         if not np.count_nonzero(todo):
             return
-        blocks = self.blocks
+        length = self.length
         for r, g, upto in zip(
             ids[todo].tolist(), g_ids[todo].tolist(), full[todo].tolist(), strict=True
         ):
             i = int(self.refs[r])
-            while i < upto:
-                key = (g, i)
-                if key in blocks:
-                    self.stopped[r] = True
-                    break
-                blocks[key] = _Block()
-                i += 1
-            self.refs[r] = i
+            if length.get(g, 0) > i:
+                self.stopped[r] = True
+                continue
+            length[g] = upto
+            self._hold(g, i, upto)
+            self.refs[r] = upto
 
     def release(self, r: int, held: int, free_now: int) -> int:
         """Request ``r`` gives back its ``held`` blocks; returns how many become free (its
@@ -214,17 +244,13 @@ class PrefixCache:
         freed = private
         if k:
             g = int(self.group[r])
-            blocks = self.blocks
-            q = self._queue
-            for i in range(k - 1, -1, -1):
-                key = (g, i)
-                b = blocks[key]
-                b.ref -= 1
-                if b.ref == 0:
-                    entry: list[object] = [key, True]
-                    b.entry = entry
-                    q.append(entry)
-                    freed += 1
+            self._hold(g, k, 0)
+            rest = self._held_most(g)
+            if k > rest:
+                run = _Run(g, rest, k)
+                self._queue.append(run)
+                self.runs.setdefault(g, deque()).appendleft(run)
+                freed += k - rest
         self.refs[r] = 0
         self.stopped[r] = False
         self._last_free = free_now + freed
@@ -234,5 +260,5 @@ class PrefixCache:
 
     def cached_blocks(self) -> tuple[int, int]:
         """Cached blocks held by running requests (pinned) and held by none (evictable)."""
-        evictable = sum(1 for b in self.blocks.values() if b.ref == 0)
-        return len(self.blocks) - evictable, evictable
+        pinned = sum(self._held_most(g) for g in self.length)
+        return pinned, sum(self.length.values()) - pinned

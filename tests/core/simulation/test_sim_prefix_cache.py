@@ -299,3 +299,53 @@ def test_shared_prefix_lowers_prefill_work_and_ttft() -> None:
     assert measured_hit == pytest.approx(0.5 * 256 / 300, abs=0.01)
     assert int(on.step_prefill_tokens.sum()) < int(off.step_prefill_tokens.sum())
     assert np.nanmean(on.ttft_s) < np.nanmean(off.ttft_s)
+
+
+@pytest.mark.parametrize(
+    ("policy", "capacity", "caching"),
+    [
+        ("vllm_v1", "incremental", "free_queue_lru"),
+        ("prefill_first", "new_token_ratio", "radix_lru"),
+        ("no_chunking", "max_utilization", "free_queue_lru"),
+    ],
+)
+def test_preemption_under_kv_pressure_keeps_hits_bounded(
+    policy: str, capacity: str, caching: PrefixCaching
+) -> None:
+    """A pool of 60 blocks of 16 under a burst of 300-token prompts sharing 256 tokens over three
+    prefixes: requests are preempted, their blocks go back through the cache, and still every
+    request finishes, each admission hits at most floor(256/16) · 16 = 256 tokens, and skipping
+    decode runs changes nothing."""
+    rng = np.random.default_rng(11)
+    w = with_prefixes(
+        open_loop_workload(
+            num_requests=150,
+            rate_per_s=40.0,
+            input_tokens=FixedLength(300),
+            output_tokens=FixedLength(120),
+            rng=rng,
+        ),
+        PrefixTraffic(shared_prefix_tokens=256, shared_fraction=0.9, num_prefixes=3),
+    )
+    results = []
+    for skip in (True, False):
+        config = SchedulerConfig(
+            max_num_batched_tokens=1024,
+            max_num_seqs=16,
+            block_size_tokens=16,
+            num_kv_blocks=60,
+            policy=policy,  # type: ignore[arg-type]
+            capacity_policy=capacity,  # type: ignore[arg-type]
+            prefix_caching=caching,
+        )
+        step = LinearStepTime(base_s=0.01, per_token_s=1e-4, per_context_token_s=1e-6)
+        results.append(simulate(w, config, step, skip_decode_runs=skip))
+    r = results[0]
+    assert r.prefix_hit_tokens is not None
+    assert int(r.num_preemptions.sum()) > 0
+    assert np.all(r.ok)
+    assert np.all(r.prefix_hit_tokens <= 256 * (1 + r.num_preemptions))
+    assert int(r.prefix_hit_tokens.sum()) > 0
+    assert int(r.step_kv_blocks_used.max()) <= 60
+    for name in _ARRAYS:
+        np.testing.assert_array_equal(getattr(r, name), getattr(results[1], name), err_msg=name)
