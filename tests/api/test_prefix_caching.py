@@ -123,3 +123,31 @@ def test_simulated_hit_rate_of_identical_prompts(
     body = response.json()
     assert body["engine_config"]["prefix_caching"] == cache
     assert body["prefix_cache_hit_rate"] == pytest.approx(hit / 512, abs=1e-12)
+
+
+def test_slo_zero_load_screen_sees_a_warm_cache(client: TestClient) -> None:
+    """4096-token identical prompts: a warm request prefills 4096 − floor(4095/16) · 16 = 16
+    tokens, so a TTFT target between the zero-load TTFT of 16 and of 4096 prompt tokens is
+    refused at zero load without the prefix (naming the 4096-token figure) and screened in with
+    it."""
+    one = {"concurrency": 1, "output_tokens": 16}
+    cold = perf(client, one | {"input_tokens": 4096}).json()["ttft_zero_load_s"]
+    warm = perf(client, one | {"input_tokens": 16}).json()["ttft_zero_load_s"]
+    assert warm < cold
+    traffic = {
+        "mode": "open_loop",
+        "arrival": {"process": "poisson", "rate_per_s": 1.0},
+        "input_tokens": 4096,
+        "output_tokens": 16,
+        "num_requests": 40,
+        "warmup_requests": 5,
+        "seed": 2,
+    }
+    slo = {"ttft_s": {"p95": (warm + cold) / 2}}
+    body = {"model": MODEL, "hardware": "h100-sxm", "slo": slo}
+    refused = client.post("/v1/slo/evaluate", json=body | {"traffic": traffic})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["zero_load"] == pytest.approx(cold, rel=1e-9)
+    shared = traffic | {"prefix": {"shared_prefix_tokens": 4096}}
+    screened = client.post("/v1/slo/evaluate", json=body | {"traffic": shared})
+    assert screened.status_code == 200, screened.text

@@ -64,7 +64,12 @@ from servesize.core.replica.errors import (
     SimulationTooLargeError,
     WholePromptOverflowError,
 )
-from servesize.core.replica.prefix import PrefixedEstimate, closed_loop_with_prefix
+from servesize.core.replica.prefix import (
+    PrefixedEstimate,
+    closed_loop_with_prefix,
+    steady_prompt_tokens,
+    warm_prompt_tokens,
+)
 from servesize.core.replica.simulate import (
     MAX_PREFILL_STEPS,
     DisaggregatedPools,
@@ -98,4 +103,6 @@ __all__ = [
     "scheduler_config",
     "simulate_replica",
     "simulator_step_model",
+    "steady_prompt_tokens",
+    "warm_prompt_tokens",
 ]

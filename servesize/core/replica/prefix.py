@@ -26,9 +26,19 @@ import numpy as np
 
 from servesize.core.replica.compile import Replica
 from servesize.core.steptime import ServingEstimate, StepWork, closed_loop
-from servesize.core.traffic import PrefixCacheEstimate, PrefixTraffic, steady_state_hits
+from servesize.core.traffic import (
+    PrefixCacheEstimate,
+    PrefixTraffic,
+    Workload,
+    steady_state_hits,
+)
 
-__all__ = ["PrefixedEstimate", "closed_loop_with_prefix"]
+__all__ = [
+    "PrefixedEstimate",
+    "closed_loop_with_prefix",
+    "steady_prompt_tokens",
+    "warm_prompt_tokens",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,3 +110,36 @@ def closed_loop_with_prefix(
         throughput_output_tokens_per_s=rate_after * output_tokens,
     )
     return PrefixedEstimate(estimate=estimate, cache=cache, hit_tokens=hit, decode_context_s=delta)
+
+
+def warm_prompt_tokens(replica: Replica, workload: Workload) -> np.ndarray:
+    """Per request, the prompt tokens a warm cache leaves to prefill: the prompt less
+    ``⌊min(S, P − 1) / b⌋ · b`` for a request that shares a prefix of ``S`` tokens (the whole
+    prompt without prefix caching or shared prefixes). For zero-load screens."""
+    prompt = np.asarray(workload.prompt_tokens, dtype=np.int64)
+    if workload.prefix is None or not replica.deployment.enable_prefix_caching:
+        return prompt
+    bs = replica.scheduler.block_size_tokens
+    shared = np.minimum(workload.prefix.shared_tokens, prompt - 1)
+    hit = np.where(workload.prefix.group >= 0, np.maximum(shared, 0) // bs * bs, 0)
+    return np.asarray(prompt - hit, dtype=np.int64)
+
+
+def steady_prompt_tokens(
+    replica: Replica, prefix: PrefixTraffic | None, input_tokens: int, output_tokens: int
+) -> int:
+    """The prompt tokens Tier A's open loop prefills per request: ``ISL − round(h)`` with the
+    hit ``h`` of :func:`~servesize.core.traffic.steady_state_hits` beside one running request
+    (the light-load case; the simulator decides under load), ``ISL`` without a cache."""
+    if prefix is None or not replica.deployment.enable_prefix_caching:
+        return input_tokens
+    sched = replica.scheduler
+    cache = steady_state_hits(
+        prefix,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        block_size_tokens=sched.block_size_tokens,
+        pool_blocks=sched.num_kv_blocks,
+        running_requests=1.0,
+    )
+    return input_tokens - min(round(cache.hit_tokens_per_request), input_tokens - 1)
