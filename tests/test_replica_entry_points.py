@@ -104,6 +104,7 @@ def test_every_entry_point_reports_the_same_replica(client: TestClient, direct: 
         "kv_blocks": scheduler.num_kv_blocks,
         "engine_replicas": 1,
         "capacity_policy": scheduler.capacity_policy,
+        "prefix_caching": scheduler.prefix_caching,
     }
 
     cli = ["--model", MODEL, "--gpu", GPU, "--dp", "2", "--max-model-len", "8192"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servesize.api.exceptions import UnprocessableError
 from servesize.api.resolved import ResolvedReplica
-from servesize.core.steptime import ServingEstimate, closed_loop
+from servesize.core.replica import PrefixedEstimate, closed_loop_with_prefix
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (
     ArithmeticIntensity,
@@ -12,6 +12,7 @@ from servesize.schemas.performance import (
     PhaseBound,
     WorkloadPoint,
 )
+from servesize.schemas.prefix import PrefixCacheOut, prefix_traffic
 
 __all__ = ["performance_estimate", "performance_response"]
 
@@ -26,10 +27,11 @@ def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> l
     return warnings
 
 
-def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> ServingEstimate:
+def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> PrefixedEstimate:
     """The closed loop at ``work`` on the compiled replica, under its simulated scheduler's
-    policy; a request longer than ``max_model_len`` is refused as ``/v1/simulate`` refuses one
-    (422 ``request-too-long`` naming the workload's lengths)."""
+    policy and with its prefix cache on ``work.prefix``; a request longer than
+    ``max_model_len`` is refused as ``/v1/simulate`` refuses one (422 ``request-too-long``
+    naming the workload's lengths)."""
     total = work.input_tokens + work.output_tokens
     context = built.memory.max_model_len
     if total > context:
@@ -46,20 +48,20 @@ def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> Serving
                 {"location": "body", "pointer": "/workload/output_tokens", "detail": detail},
             ],
         )
-    return closed_loop(
-        built.step_model,
+    return closed_loop_with_prefix(
+        built.replica,
         concurrency=work.concurrency,
         input_tokens=work.input_tokens,
         output_tokens=work.output_tokens,
-        kv_capacity_tokens=built.replica.kv_capacity_tokens,
-        policy=built.replica.scheduler.policy,
+        prefix=prefix_traffic(work.prefix),
     )
 
 
 def performance_response(
-    built: ResolvedReplica, work: WorkloadPoint, estimate: ServingEstimate
+    built: ResolvedReplica, work: WorkloadPoint, prefixed: PrefixedEstimate
 ) -> PerformanceResponse:
-    """The first (only) point of ``estimate``, the closed loop at ``work``."""
+    """The first (only) point of the closed loop at ``work``."""
+    estimate = prefixed.estimate
     memory = built.memory
     res = memory.deployment
     ttft = float(estimate.ttft_s[0])
@@ -97,4 +99,5 @@ def performance_response(
             AppliedDefaultOut.model_validate(d, from_attributes=True) for d in res.defaults
         ],
         warnings=_warnings(built, work, resident),
+        prefix_cache=PrefixCacheOut.of(prefixed),
     )

@@ -105,6 +105,7 @@ def _scheduler_out(run: SimulationRun) -> SchedulerConfigOut:
         kv_blocks=scheduler.num_kv_blocks,
         engine_replicas=run.replicas,
         capacity_policy=scheduler.capacity_policy,
+        prefix_caching=scheduler.prefix_caching,
     )
 
 
@@ -182,6 +183,7 @@ def simulate_response(
         rejected=summary.rejected,
         preemptions=summary.preemptions,
         peak_kv_utilization=summary.peak_kv_utilization,
+        prefix_cache_hit_rate=result.prefix_hit_rate,
         memory_bytes_per_gpu=memory.total_bytes_per_gpu,
         littles_law=LittlesLawOut(
             mean_in_system=_finite(lam),

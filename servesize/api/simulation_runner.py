@@ -49,7 +49,9 @@ from servesize.core.traffic import (
     open_loop_workload,
     parse_trace,
     trace_workload,
+    with_prefixes,
 )
+from servesize.schemas.prefix import prefix_traffic
 from servesize.schemas.simulate import (
     MAX_EXPECTED_TOKENS,
     MAX_REQUESTS,
@@ -171,7 +173,18 @@ def build_workload(
     pointer: str = "/traffic",
 ) -> Workload:
     """Draw the requests, refusing runs that are too large or requests that cannot fit
-    (422s point below ``pointer``)."""
+    (422s point below ``pointer``), with the shared prefixes of ``traffic.prefix``."""
+    workload = _draw_workload(traffic, max_model_len, workload_seed, pointer=pointer)
+    return with_prefixes(workload, prefix_traffic(traffic.prefix))
+
+
+def _draw_workload(
+    traffic: TrafficIn,
+    max_model_len: int,
+    workload_seed: np.random.SeedSequence,
+    *,
+    pointer: str,
+) -> Workload:
     timeout_s = traffic.timeout_s if traffic.timeout_s is not None else math.inf
     trace = traffic_trace(traffic, pointer=pointer)
     if trace is not None:

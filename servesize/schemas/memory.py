@@ -113,6 +113,12 @@ class DeploymentIn(RequestModel):
     pip install without ``triton_kernels``); ``triton`` keeps the checkpoint's sizes plus a fitted
     load overhead. Null: ``marlin`` on GPUs without FP8 tensor cores, else ``triton``. Refused
     (422) elsewhere."""
+    enable_prefix_caching: bool | None = Field(default=None, examples=[True])
+    """Reuse the KV blocks of prompt prefixes already computed (vLLM
+    ``--enable-prefix-caching``, SGLang's radix cache, TensorRT-LLM
+    ``kv_cache_config.enable_block_reuse``). Null: the engine's default — on for vLLM V1
+    (0.8.0 and later), SGLang and TensorRT-LLM, off for vLLM V0. It changes predictions only for
+    traffic with shared prefixes (``traffic.prefix``, ``workload.prefix``)."""
 
 
 class MemoryRequest(RequestModel):

@@ -7,6 +7,7 @@ from pydantic import Field
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
+from servesize.schemas.prefix import PrefixCacheOut, PrefixIn
 from servesize.schemas.uncertainty import PredictionIntervalOut
 
 
@@ -16,6 +17,8 @@ class WorkloadPoint(RequestModel):
     concurrency: int = Field(default=1, ge=1, le=100_000)
     input_tokens: int = Field(default=1024, ge=1, le=2**24)
     output_tokens: int = Field(default=256, ge=1, le=2**24)
+    prefix: PrefixIn | None = None
+    """Shared prompt heads a prefix cache reuses (unset: every prompt unique)."""
 
 
 class PerformanceRequest(RequestModel):
@@ -52,7 +55,8 @@ class PerformanceResponse(ResponseModel):
     input_tokens: int
     output_tokens: int
     prefill_time_s: float
-    """One prompt alone on an idle engine (engine time)."""
+    """One prompt alone on an idle engine (engine time; with ``workload.prefix``, its uncached
+    part, the cache warm)."""
     decode_step_time_s: float
     """A decode-only step with every resident sequence decoding."""
     ttft_zero_load_s: float
@@ -78,3 +82,6 @@ class PerformanceResponse(ResponseModel):
     e2e_s_interval: PredictionIntervalOut | None = None
     throughput_output_tokens_per_s_interval: PredictionIntervalOut | None = None
     throughput_requests_per_s_interval: PredictionIntervalOut | None = None
+    prefix_cache: PrefixCacheOut | None = None
+    """Prefix-cache hits and the KV blocks they hold (null without ``workload.prefix`` or with
+    ``enable_prefix_caching`` off)."""

@@ -19,6 +19,7 @@ from servesize.core.simulation import SchedulingPolicy
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
+from servesize.schemas.prefix import PrefixIn
 from servesize.schemas.uncertainty import PredictionIntervalOut
 
 MAX_REQUESTS = 50_000
@@ -292,6 +293,8 @@ class TrafficIn(_In):
     """Same seed, same request: the same response."""
     timeout_s: float | None = Field(default=None, gt=0, le=86_400 * 365, examples=[60.0])
     """Client timeout per request, from its send time (unset: none)."""
+    prefix: PrefixIn | None = None
+    """Shared prompt heads a prefix cache reuses (unset: every prompt unique)."""
 
     @model_validator(mode="after")
     def _something_measured(self) -> TrafficIn:
@@ -481,6 +484,8 @@ class SchedulerConfigOut(ResponseModel):
     """KV admission and eviction: ``incremental`` (vLLM), ``guaranteed_no_evict`` or
     ``max_utilization`` (TensorRT-LLM's ``capacity_scheduler_policy``), ``new_token_ratio``
     (SGLang)."""
+    prefix_caching: str = Field(default="off", examples=["free_queue_lru"])
+    """``off``, ``free_queue_lru`` (vLLM, TensorRT-LLM) or ``radix_lru`` (SGLang)."""
 
 
 class OverheadsOut(ResponseModel):
@@ -572,6 +577,8 @@ class SimulateResponse(ResponseModel):
     """Measured requests the engine refused (longer than the KV cache can ever hold)."""
     preemptions: int = Field(examples=[0])
     peak_kv_utilization: float = Field(examples=[0.12])
+    prefix_cache_hit_rate: float | None = Field(default=None, examples=[0.45])
+    """Measured prompt tokens served from the prefix cache (null: no cache or no prefixes)."""
     memory_bytes_per_gpu: int = Field(examples=[72_000_000_000])
     """Peak memory per GPU: the engine preallocates the KV pool, so this is the memory plan's
     total."""

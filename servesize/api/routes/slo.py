@@ -37,6 +37,7 @@ from servesize.api.replica_resolver import (
     request_replica,
 )
 from servesize.api.simulation_runner import build_workload, length_distribution, run_simulation
+from servesize.core.replica import steady_prompt_tokens, warm_prompt_tokens
 from servesize.core.simulation import SimulationSummary, percentile
 from servesize.core.slo import (
     CapacityPlan,
@@ -56,6 +57,7 @@ from servesize.core.slo import (
 )
 from servesize.core.steptime import OpenLoopEstimate, open_loop, resident_capacity
 from servesize.core.traffic import Workload
+from servesize.schemas.prefix import prefix_traffic
 from servesize.schemas.simulate import MAX_EXPECTED_TOKENS, MAX_REQUESTS, TrafficIn
 from servesize.schemas.slo import (
     AnalyticScreenOut,
@@ -161,8 +163,10 @@ def _mean_lengths(built: ResolvedReplica, traffic: TrafficIn) -> tuple[int, int]
 
 def _tier_a(built: ResolvedReplica, traffic: TrafficIn) -> TierAEstimate:
     """Tier A's mean-field estimate for one replica at a rate, at the mean lengths, under the
-    traffic's burstiness (gamma gaps of CV > 1; Poisson otherwise)."""
+    traffic's burstiness (gamma gaps of CV > 1; Poisson otherwise), prefilling what a warm
+    prefix cache leaves of the prompt."""
     p, n = _mean_lengths(built, traffic)
+    p = steady_prompt_tokens(built.replica, prefix_traffic(traffic.prefix), p, n)
     arrival = traffic.arrival
     cv = arrival.cv if arrival.process == "gamma" else 1.0
 
@@ -196,13 +200,13 @@ def _zero_load_screen(
     built: ResolvedReplica, traffic: TrafficIn, objective: ServiceLevelObjective
 ) -> tuple[Workload, float]:
     """Draw the requests (bounds and length checks as ``/v1/simulate``), refuse an SLO that an
-    idle engine already misses, and return the zero-load p95 TTFT."""
+    idle engine already misses (its prefix cache warm), and return the zero-load p95 TTFT."""
     workload = build_workload(
         traffic, built.memory.max_model_len, np.random.SeedSequence(traffic.seed).spawn(2)[0]
     )
     zero = zero_load_latencies(
         built.step_model,
-        prompt_tokens=workload.prompt_tokens,
+        prompt_tokens=warm_prompt_tokens(built.replica, workload),
         output_tokens=workload.output_tokens,
     )
     violations = zero_load_violations(objective, zero, timeout_s=traffic.timeout_s)

@@ -52,6 +52,7 @@ from servesize.core.memory.errors import InvalidDeploymentError
 from servesize.core.memory.kv_format import KV_CACHE_DTYPES, KvCacheFormat, resolve_kv_format
 from servesize.core.memory.multinode import multi_node_problem
 from servesize.core.memory.mxfp4 import resolve_mxfp4_backend
+from servesize.core.memory.prefix_caching import prefix_caching_default
 from servesize.core.memory.scheme import WeightScheme, resolve_weight_scheme
 from servesize.core.memory.units import MIB
 
@@ -81,7 +82,9 @@ class Deployment:
     ``block_size`` is ``page_size``. For TensorRT-LLM they are ``free_gpu_memory_fraction``,
     ``max_num_tokens``, ``max_batch_size`` and ``tokens_per_block``.
     ``capacity_scheduler_policy`` is TensorRT-LLM's only (``guaranteed_no_evict`` or
-    ``max_utilization``; None: ``guaranteed_no_evict``).
+    ``max_utilization``; None: ``guaranteed_no_evict``). ``enable_prefix_caching`` is vLLM's
+    name for SGLang's radix cache (``not disable_radix_cache``) and TensorRT-LLM's
+    ``kv_cache_config.enable_block_reuse``; None: the engine's default.
     """
 
     tensor_parallel_size: int = 1
@@ -103,6 +106,7 @@ class Deployment:
     mxfp4_backend: str | None = None
     """vLLM only, MXFP4 experts: ``marlin`` or ``triton`` (:mod:`servesize.core.memory.mxfp4`);
     None: Marlin on GPUs without FP8 tensor cores, else Triton."""
+    enable_prefix_caching: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +150,8 @@ class ResolvedDeployment:
     """TensorRT-LLM only: ``guaranteed_no_evict`` (its default) or ``max_utilization``."""
     mxfp4_backend: str | None = None
     """vLLM with MXFP4 experts only: ``marlin`` or ``triton``."""
+    enable_prefix_caching: bool = False
+    """Whether cached prefix blocks are reused (:mod:`~.prefix_caching`)."""
     defaults: tuple[AppliedDefault, ...] = ()
 
 
@@ -338,6 +344,10 @@ def resolve_deployment(
     version_text, version = _version(dep, issues)
     if dep.engine_version is None:
         default("engine_version", version_text, f"newest {dep.engine} behaviour modelled")
+    prefix_caching = dep.enable_prefix_caching
+    if prefix_caching is None:
+        prefix_caching, why = prefix_caching_default(dep.engine, version)
+        default("enable_prefix_caching", str(prefix_caching).lower(), why)
 
     dtype = _dtype(arch, dep, issues, default)
     scheme = resolve_weight_scheme(arch.quantization, dep.quantization, dtype)
@@ -397,6 +407,7 @@ def resolve_deployment(
         cuda_graph_max_bs=graph_bs,
         capacity_scheduler_policy=capacity,
         mxfp4_backend=mxfp4,
+        enable_prefix_caching=prefix_caching,
         defaults=tuple(applied),
     )
 

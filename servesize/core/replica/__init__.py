@@ -64,6 +64,12 @@ from servesize.core.replica.errors import (
     SimulationTooLargeError,
     WholePromptOverflowError,
 )
+from servesize.core.replica.prefix import (
+    PrefixedEstimate,
+    closed_loop_with_prefix,
+    steady_prompt_tokens,
+    warm_prompt_tokens,
+)
 from servesize.core.replica.simulate import (
     MAX_PREFILL_STEPS,
     DisaggregatedPools,
@@ -80,6 +86,7 @@ __all__ = [
     "KVLink",
     "MissingInterconnectBandwidthError",
     "PolicySource",
+    "PrefixedEstimate",
     "Progress",
     "Replica",
     "ReplicaError",
@@ -89,10 +96,13 @@ __all__ = [
     "StepModelCache",
     "WholePromptOverflowError",
     "check_workload",
+    "closed_loop_with_prefix",
     "compile_replica",
     "kv_transfer",
     "replica_from_plan",
     "scheduler_config",
     "simulate_replica",
     "simulator_step_model",
+    "steady_prompt_tokens",
+    "warm_prompt_tokens",
 ]

@@ -17,6 +17,7 @@ from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment, MemoryPlan, ResolvedDeployment, plan_memory
 from servesize.core.replica.errors import MissingInterconnectBandwidthError
 from servesize.core.simulation import (
+    ENGINE_PREFIX_CACHING,
     TRTLLM_CAPACITY_POLICIES,
     CapacityPolicy,
     KVTransfer,
@@ -235,12 +236,15 @@ def scheduler_config(
     engine's own scheduler (:func:`~servesize.core.simulation.engine_scheduler`); with
     ``chunked_prefill`` a whole-prompt scheduler (``no_chunking``) becomes ``vllm_v1``
     (TensorRT-LLM's ``enable_chunked_prefill: true``). KV admission and eviction are the
-    engine's (:func:`capacity_policy`, TensorRT-LLM's ``capacity_scheduler_policy`` as resolved).
+    engine's (:func:`capacity_policy`, TensorRT-LLM's ``capacity_scheduler_policy`` as resolved);
+    the prefix cache the engine's (``ENGINE_PREFIX_CACHING``) when the deployment has
+    ``enable_prefix_caching``, and acting only on traffic with shared prefixes.
 
     >>> from types import SimpleNamespace as NS
     >>> plan = NS(deployment=NS(data_parallel_size=2, max_num_seqs=None,
     ...           max_num_batched_tokens=8192, engine="trtllm",
-    ...           capacity_scheduler_policy="max_utilization"), kv_blocks=1000, kv_block_size=32)
+    ...           capacity_scheduler_policy="max_utilization", enable_prefix_caching=False),
+    ...           kv_blocks=1000, kv_block_size=32)
     >>> config, source, warnings = scheduler_config(plan, chunked_prefill=True)
     >>> config.max_num_batched_tokens, config.max_num_seqs, config.num_kv_blocks, config.policy
     (16384, 2000, 2000, 'vllm_v1')
@@ -270,6 +274,7 @@ def scheduler_config(
         num_kv_blocks=max(memory.kv_blocks, 1) * dp,
         policy=chosen,
         capacity_policy=capacity_policy(res.engine, res.capacity_scheduler_policy),
+        prefix_caching=ENGINE_PREFIX_CACHING[res.engine] if res.enable_prefix_caching else "off",
     )
     return config, source, warnings
 

@@ -23,10 +23,12 @@ stability verdict, following docs/modeling.md §4.
 """
 
 from servesize.core.simulation.config import (
+    ENGINE_PREFIX_CACHING,
     TRTLLM_CAPACITY_POLICIES,
     CapacityPolicy,
     ClientOverheads,
     KVTransfer,
+    PrefixCaching,
     Routing,
     SchedulerConfig,
     SchedulingPolicy,
@@ -50,6 +52,7 @@ from servesize.core.simulation.simulate import simulate, simulate_disaggregated
 from servesize.core.simulation.steptime import ConstantStepTime, LinearStepTime, StepTimeModel
 
 __all__ = [
+    "ENGINE_PREFIX_CACHING",
     "SLO",
     "TRTLLM_CAPACITY_POLICIES",
     "CapacityPolicy",
@@ -58,6 +61,7 @@ __all__ = [
     "KVTransfer",
     "LatencyStats",
     "LinearStepTime",
+    "PrefixCaching",
     "RequestStatus",
     "Routing",
     "SchedulerConfig",

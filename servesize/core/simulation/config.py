@@ -22,6 +22,19 @@ started request is paused, its KV freed and its tokens recomputed on resumption)
 requests' remaining outputs scaled by an adaptive ratio; on a decode shortage the decodes with
 the fewest outputs are retracted to the back of the queue and recomputed)."""
 Routing = Literal["round_robin", "random", "least_loaded"]
+PrefixCaching = Literal["off", "free_queue_lru", "radix_lru"]
+"""Whether a replica reuses cached prefix blocks and how it evicts them
+(:mod:`servesize.core.simulation.prefix_cache`): ``free_queue_lru`` (vLLM v1 ``BlockPool``,
+TensorRT-LLM block reuse: the least recently freed block is reused first, cached or not),
+``radix_lru`` (SGLang ``RadixCache``: cached leaves are evicted, least recently used first, only
+when no uncached block is free)."""
+
+ENGINE_PREFIX_CACHING: dict[str, PrefixCaching] = {
+    "vllm": "free_queue_lru",
+    "sglang": "radix_lru",
+    "trtllm": "free_queue_lru",
+}
+"""Each engine's prefix cache when it is on (``enable_prefix_caching``)."""
 
 ENGINE_SCHEDULERS: dict[str, SchedulingPolicy] = {
     "vllm": "vllm_v1",
@@ -170,6 +183,9 @@ class SchedulerConfig:
         in a closed loop, letting its client send again — at the end of that extra step.
         Aggregated engines only. 0 (default): tokens come out at the end of the step that
         computed them.
+    prefix_caching : {"off", "free_queue_lru", "radix_lru"}
+        Prefix cache (:data:`PrefixCaching`); it acts only on a workload that carries shared
+        prefixes. ``off`` by default.
     """
 
     max_num_batched_tokens: int
@@ -182,6 +198,7 @@ class SchedulerConfig:
     max_waiting_requests: int | None = None
     output_delay_steps: int = 0
     capacity_policy: CapacityPolicy = "incremental"
+    prefix_caching: PrefixCaching = "off"
 
     def __post_init__(self) -> None:
         _positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -201,6 +218,8 @@ class SchedulerConfig:
             )
         if self.capacity_policy not in get_args(CapacityPolicy):
             raise ValueError(f"unknown capacity_policy {self.capacity_policy!r}")
+        if self.prefix_caching not in get_args(PrefixCaching):
+            raise ValueError(f"unknown prefix_caching {self.prefix_caching!r}")
         if self.max_waiting_requests is not None:
             _positive_int("max_waiting_requests", self.max_waiting_requests)
         if isinstance(self.output_delay_steps, bool) or self.output_delay_steps not in (0, 1):

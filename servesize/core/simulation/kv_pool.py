@@ -9,11 +9,18 @@ Under TensorRT-LLM's ``GUARANTEED_NO_EVICT`` (``reserves_whole``) a request take
 its whole sequence at admission: ``NoEvictScheduledBlocksManager`` subtracts every running
 request's remaining blocks to completion from the free count before it admits one, which is the
 same admission test as holding them; decodes then never allocate.
+
+With a prefix cache (:class:`~.prefix_cache.PrefixCache`, ``prefix``) a request's ``held`` count
+includes the cached blocks it shares; every release goes through the cache, which says how many
+blocks become free (a block others still hold does not), and the free count keeps cached blocks
+no request holds (vLLM's free queue: free, evictable). Without one every path is as before.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from servesize.core.simulation.prefix_cache import PrefixCache
 
 _sum = np.add.reduce
 
@@ -30,6 +37,7 @@ class KVBlockPool:
         "block_size_tokens",
         "free_blocks",
         "held",
+        "prefix",
         "reserves_whole",
         "total_blocks",
         "watermark_blocks",
@@ -50,6 +58,7 @@ class KVBlockPool:
         self.watermark_blocks = watermark_blocks
         self.free_blocks = total_blocks
         self.held = held
+        self.prefix: PrefixCache | None = None
 
     def blocks_for(self, tokens: int) -> int:
         """``ceil(tokens / block_size)``."""
@@ -71,6 +80,20 @@ class KVBlockPool:
             return False
         self.free_blocks -= blocks
         self.held[r] += blocks
+        return True
+
+    def admit_with_hit(
+        self, r: int, blocks: int, gate_blocks: int, hit_blocks: int, touched: int
+    ) -> bool:
+        """:meth:`admit` for a request whose first ``hit_blocks`` blocks are cached, ``touched``
+        of them held by no one (they leave the free count: ``allocate_slots`` counts
+        ``num_evictable_computed_blocks`` against the free blocks)."""
+        if gate_blocks + touched + self.watermark_blocks > self.free_blocks:
+            return False
+        self.free_blocks -= blocks + touched
+        self.held[r] += blocks + hit_blocks
+        assert self.prefix is not None
+        self.prefix.acquire(r, hit_blocks, touched)
         return True
 
     def growth(self, r: int, tokens: int) -> int:
@@ -126,7 +149,10 @@ class KVBlockPool:
             while need > free:
                 keep -= 1
                 v = ids[keep]
-                free += int(held[v])
+                if self.prefix is None:
+                    free += int(held[v])
+                else:
+                    free += self.prefix.release(v, int(held[v]), free)
                 held[v] = 0
                 victims.append(v)
                 if v == r:
@@ -142,11 +168,18 @@ class KVBlockPool:
 
     def release(self, r: int) -> None:
         """Free every block request ``r`` holds."""
-        self.free_blocks += int(self.held[r])
+        if self.prefix is None:
+            self.free_blocks += int(self.held[r])
+        else:
+            self.free_blocks += self.prefix.release(r, int(self.held[r]), self.free_blocks)
         self.held[r] = 0
 
     def release_many(self, ids: np.ndarray) -> None:
         """Free every block the requests ``ids`` hold."""
+        if self.prefix is not None:
+            for r in ids.tolist():
+                self.release(r)
+            return
         self.free_blocks += int(_sum(self.held[ids]))
         self.held[ids] = 0
 

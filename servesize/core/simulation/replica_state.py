@@ -21,6 +21,7 @@ import numpy as np
 from servesize.core.simulation._log import StepLog
 from servesize.core.simulation.config import SGLANG_INIT_NEW_TOKEN_RATIO, SchedulerConfig
 from servesize.core.simulation.kv_pool import KVBlockPool
+from servesize.core.simulation.prefix_cache import PrefixCache
 from servesize.core.simulation.requests import (
     ACTIVE,
     OK,
@@ -89,6 +90,20 @@ class ReplicaState:
             held=table.kv_blocks,
             reserves_whole=config.capacity_policy == "guaranteed_no_evict",
         )
+        if (
+            config.prefix_caching != "off"
+            and table.prefix_group is not None
+            and table.prefix_shared_tokens is not None
+            and not remote_kv
+        ):
+            self.pool.prefix = PrefixCache(
+                group=table.prefix_group,
+                shared_tokens=table.prefix_shared_tokens,
+                num_tokens=table.num_tokens,
+                block_size_tokens=config.block_size_tokens,
+                total_blocks=config.num_kv_blocks,
+                eviction=config.prefix_caching,
+            )
         self.running = np.zeros(0, dtype=np.int64)
         self.waiting: deque[int] = deque()
         self.n_waiting = 0
@@ -321,6 +336,8 @@ class ReplicaState:
     ) -> StepPlan:
         """Cost and log the step that computes ``tokens`` for ``ids`` from ``t``."""
         tab = self.tab
+        if self.pool.prefix is not None:
+            self.pool.prefix.cache_scheduled(ids, c_before + tokens)
         is_prefill = c_before < tab.prefill_end_tokens[ids]
         seqs = int(ids.size)
         if np.count_nonzero(is_prefill):

@@ -71,6 +71,9 @@ class RequestTable:
         ``TRANSFER_NONE``, ``TRANSFER_PENDING`` or ``TRANSFER_MOVING`` (``int8``).
     transfer_s, transfer_start_s, transfer_end_s : numpy.ndarray
         KV transfer duration, start and end.
+    prefix_group, prefix_shared_tokens : numpy.ndarray or None
+        The shared prefix of each request (-1: none) and the prompt tokens it covers; None for a
+        workload without shared prefixes.
     """
 
     def __init__(
@@ -112,6 +115,8 @@ class RequestTable:
         self.transfer_s = np.zeros(n, dtype=np.float64)
         self.transfer_start_s = np.full(n, np.nan)
         self.transfer_end_s = np.full(n, np.nan)
+        self.prefix_group: np.ndarray | None = None
+        self.prefix_shared_tokens: np.ndarray | None = None
 
     def send(self, r: int, t: float) -> None:
         """Mark request ``r`` as sent at ``t``; its replica deadline is

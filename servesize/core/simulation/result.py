@@ -168,8 +168,22 @@ class SimulationResult:
     window_end_s: float
     closed_loop: bool
     warnings: tuple[str, ...]
+    prefix_hit_tokens: np.ndarray | None = None
+    """Prompt tokens each request found in its replica's prefix cache (summed over its
+    admissions; None without a prefix cache)."""
 
     # ----------------------------------------------------------------- per request
+
+    @property
+    def prefix_hit_rate(self) -> float | None:
+        """Share of the measured requests' prompt tokens served from the prefix cache (vLLM's
+        ``prefix_cache_hits / prefix_cache_queries``, counted at first admission and after
+        preemptions alike); None without a prefix cache."""
+        if self.prefix_hit_tokens is None:
+            return None
+        m = self.in_window
+        queried = int(self.prompt_tokens[m].sum())
+        return float(self.prefix_hit_tokens[m].sum()) / queried if queried else 0.0
 
     @property
     def ok(self) -> np.ndarray:

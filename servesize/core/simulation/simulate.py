@@ -83,13 +83,17 @@ def _window_mask(size: int, warmup: int, cooldown: int) -> np.ndarray:
 
 def _table(workload: Workload, overhead_s: float) -> RequestTable:
     size = workload.num_requests
-    return RequestTable(
+    table = RequestTable(
         prompt_tokens=workload.prompt_tokens,
         output_tokens=workload.output_tokens,
         timeout_s=workload.timeout_s,
         in_window=_window_mask(size, workload.warmup_requests, workload.cooldown_requests),
         overhead_s=overhead_s,
     )
+    if workload.prefix is not None:
+        table.prefix_group = workload.prefix.group
+        table.prefix_shared_tokens = workload.prefix.shared_tokens
+    return table
 
 
 def _check_routing(routing: Routing, replicas: int, rng: np.random.Generator | None) -> None:
@@ -317,6 +321,12 @@ def _collect_result(
     itl_irregular = np.array([g for s in sims for g in s.itl_extra_s], dtype=np.float64)
     idle = sum(n * (b - a) for s in sims for a, b, n in s.idle)
     measured_arrivals = table.arrival_s[table.in_window]
+    caches = [s.pool.prefix for s in sims if s.pool.prefix is not None]
+    hits = None
+    if caches:
+        hits = np.zeros(table.size, dtype=np.int64)
+        for c in caches:
+            hits += c.hit_tokens
     return SimulationResult(
         arrival_s=table.arrival_s.copy(),
         prompt_tokens=table.prompt_tokens.copy(),
@@ -357,6 +367,7 @@ def _collect_result(
         window_end_s=float(measured_arrivals.max()),
         closed_loop=closed_loop,
         warnings=(CLOSED_LOOP_WARNING,) if closed_loop else (),
+        prefix_hit_tokens=hits,
     )
 
 

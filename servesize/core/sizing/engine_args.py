@@ -7,7 +7,8 @@ Versions modelled (option tables in ``servesize/data/engine_options/``, regenera
 - **vLLM 0.21.0** ``vllm serve`` (``vllm/engine/arg_utils.py`` ``EngineArgs.add_cli_args``):
   ``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--data-parallel-size``,
   ``--enable-expert-parallel``, ``--max-num-seqs``, ``--max-num-batched-tokens``,
-  ``--enable-chunked-prefill``, ``--enable-prefix-caching``, ``--block-size``,
+  ``--enable-chunked-prefill``, ``--enable-prefix-caching`` (``--no-enable-prefix-caching``
+  when the plan has it off; nothing for V0, off by default), ``--block-size``,
   ``--kv-cache-dtype`` (``CacheDType``), ``--max-model-len`` and the KV pool pinned with
   ``--kv-cache-memory-bytes`` (``CacheConfig.kv_cache_memory_bytes``: the worker then skips
   the ``gpu_memory_utilization`` profile rule, ``gpu_worker.py``). Multi-node data parallelism:
@@ -18,7 +19,8 @@ Versions modelled (option tables in ``servesize/data/engine_options/``, regenera
 - **SGLang 0.5.1** ``python -m sglang.launch_server`` (``python/sglang/srt/server_args.py``
   ``ServerArgs.add_cli_args``; ``sglang serve`` arrived later): canonical long flags
   ``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--data-parallel-size``,
-  ``--expert-parallel-size``, ``--enable-dp-attention``; the pool pinned with
+  ``--expert-parallel-size``, ``--enable-dp-attention``, ``--disable-radix-cache`` when the
+  plan has prefix caching off; the pool pinned with
   ``--max-total-tokens`` and ``--mem-fraction-static`` (SGLang's share of the memory free
   before loading for weights + KV, ``sglang_kv_budget``), ``--chunked-prefill-size`` (divided
   by ``dp_size`` under DP attention, ``ServerArgs.__post_init__``, so the planned per-rank
@@ -56,6 +58,7 @@ import shlex
 from typing import Literal
 
 from servesize.core.memory import ResolvedDeployment
+from servesize.core.memory.engine_defaults import VLLM_V1_VERSION
 from servesize.core.memory.runtime import cuda_graph_sizes
 from servesize.core.sizing.launch_nodes import unsupported_multi_node
 
@@ -194,7 +197,11 @@ def vllm_args(
     if res.max_num_seqs is not None:
         args += ["--max-num-seqs", str(res.max_num_seqs)]
     args += ["--max-num-batched-tokens", str(res.max_num_batched_tokens)]
-    args += ["--enable-chunked-prefill", "--enable-prefix-caching"]
+    args.append("--enable-chunked-prefill")
+    if res.enable_prefix_caching:
+        args.append("--enable-prefix-caching")
+    elif res.version[:2] >= VLLM_V1_VERSION:
+        args.append("--no-enable-prefix-caching")  # V0 has it off and no negative flag
     args += ["--block-size", str(res.block_size)]
     args += ["--gpu-memory-utilization", f"{res.memory_fraction:g}"]
     if kv_cache_bytes is not None:
@@ -255,6 +262,8 @@ def sglang_args(
     if res.enforce_eager:
         args.append("--disable-cuda-graph")
     args += ["--page-size", str(res.block_size)]
+    if not res.enable_prefix_caching:
+        args.append("--disable-radix-cache")
     kv = "auto" if _model_kv(res) else _SGLANG_KV.get(res.kv_cache.name, "auto")
     args += ["--kv-cache-dtype", kv, "--context-length", str(res.max_model_len)]
     if role != "both":
@@ -277,7 +286,7 @@ def trtllm_options(
         "dtype": "auto" if _model_kv(res) else _TRTLLM_KV.get(res.kv_cache.name, "auto"),
         "free_gpu_memory_fraction": res.memory_fraction,
         "tokens_per_block": res.block_size,
-        "enable_block_reuse": True,
+        "enable_block_reuse": res.enable_prefix_caching,
     }
     if max_tokens is not None:
         kv["max_tokens"] = max_tokens

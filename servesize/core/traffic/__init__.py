@@ -21,6 +21,15 @@ from servesize.core.traffic.lengths import (
     NormalLength,
     UniformLength,
 )
+from servesize.core.traffic.prefix import (
+    PrefixAssignment,
+    PrefixCacheEstimate,
+    PrefixTraffic,
+    assign_prefixes,
+    che_lru_hit_probability,
+    prefix_hit_tokens,
+    steady_state_hits,
+)
 from servesize.core.traffic.traces import Trace, TraceError, TraceFormat, check_trace, parse_trace
 from servesize.core.traffic.workload import (
     CLOSED_LOOP_WARNING,
@@ -31,6 +40,7 @@ from servesize.core.traffic.workload import (
     closed_loop_workload,
     open_loop_workload,
     trace_workload,
+    with_prefixes,
 )
 
 __all__ = [
@@ -44,6 +54,9 @@ __all__ = [
     "LogNormalLength",
     "NormalLength",
     "OpenLoopWorkload",
+    "PrefixAssignment",
+    "PrefixCacheEstimate",
+    "PrefixTraffic",
     "ThinkProcess",
     "Trace",
     "TraceError",
@@ -51,10 +64,15 @@ __all__ = [
     "UniformLength",
     "Workload",
     "arrival_times_s",
+    "assign_prefixes",
+    "che_lru_hit_probability",
     "check_trace",
     "closed_loop_workload",
     "open_loop_workload",
     "parse_trace",
+    "prefix_hit_tokens",
+    "steady_state_hits",
     "trace_workload",
     "unit_rate_arrival_times",
+    "with_prefixes",
 ]

@@ -23,6 +23,7 @@ import numpy as np
 
 from servesize.core.traffic.arrivals import ArrivalProcess, unit_rate_arrival_times
 from servesize.core.traffic.lengths import LengthDistribution
+from servesize.core.traffic.prefix import PrefixAssignment, PrefixTraffic, assign_prefixes
 
 ThinkProcess = Literal["constant", "exponential"]
 
@@ -66,6 +67,11 @@ def _check_window(size: int, warmup: int, cooldown: int) -> None:
         )
 
 
+def _check_prefix(prefix: PrefixAssignment | None, size: int) -> None:
+    if prefix is not None and (prefix.group.size != size or prefix.shared_tokens.size != size):
+        raise ValueError(f"the prefix assignment must cover the {size} requests")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpenLoopWorkload:
     """Requests with fixed send times.
@@ -91,6 +97,8 @@ class OpenLoopWorkload:
     nominal_rate_per_s: float
     warmup_requests: int = 0
     cooldown_requests: int = 0
+    prefix: PrefixAssignment | None = None
+    """Shared prefixes per request (:mod:`servesize.core.traffic.prefix`); None: none shared."""
 
     def __post_init__(self) -> None:
         arrival = np.asarray(self.arrival_s, dtype=np.float64)
@@ -108,6 +116,7 @@ class OpenLoopWorkload:
         if not (math.isfinite(self.nominal_rate_per_s) and self.nominal_rate_per_s > 0):
             raise ValueError(f"nominal_rate_per_s must be > 0, got {self.nominal_rate_per_s}")
         _check_window(size, self.warmup_requests, self.cooldown_requests)
+        _check_prefix(self.prefix, size)
         object.__setattr__(self, "arrival_s", arrival)
         object.__setattr__(self, "prompt_tokens", prompt)
         object.__setattr__(self, "output_tokens", output)
@@ -156,6 +165,8 @@ class ClosedLoopWorkload:
     timeout_s: np.ndarray
     warmup_requests: int = 0
     cooldown_requests: int = 0
+    prefix: PrefixAssignment | None = None
+    """Shared prefixes per request (:mod:`servesize.core.traffic.prefix`); None: none shared."""
 
     def __post_init__(self) -> None:
         if isinstance(self.clients, bool) or not isinstance(self.clients, int) or self.clients < 1:
@@ -172,6 +183,7 @@ class ClosedLoopWorkload:
         if not np.all(np.isfinite(think)) or np.any(think < 0):
             raise ValueError("think_time_s must be finite and >= 0")
         _check_window(size, self.warmup_requests, self.cooldown_requests)
+        _check_prefix(self.prefix, size)
         object.__setattr__(self, "prompt_tokens", prompt)
         object.__setattr__(self, "output_tokens", output)
         object.__setattr__(self, "think_time_s", think)
@@ -184,6 +196,14 @@ class ClosedLoopWorkload:
 
 
 Workload = OpenLoopWorkload | ClosedLoopWorkload
+
+
+def with_prefixes(workload: Workload, traffic: PrefixTraffic | None) -> Workload:
+    """``workload`` with every request's shared prefix (:func:`~.prefix.assign_prefixes`);
+    unchanged for None."""
+    if traffic is None:
+        return workload
+    return replace(workload, prefix=assign_prefixes(traffic, workload.prompt_tokens))
 
 
 def open_loop_workload(

@@ -157,17 +157,27 @@ class BatchFormation(ABC):
         tab = state.tab
         c = int(tab.computed_tokens[r])
         total = int(tab.num_tokens[r])
+        pool = state.pool
+        held = int(pool.held[r])
+        hit = touched = 0
+        if pool.prefix is not None and c == 0:
+            # Cached prefix blocks count as computed (vLLM ``get_computed_blocks``).
+            hit, touched = pool.prefix.lookup(r, pool.free_blocks)
+            c = hit * self.block_size
+            held += hit
         want = total - c
         if not self.chunks_prompts and want > left:
             return 0
         tokens = want if want < left else left
-        pool = state.pool
-        held = int(pool.held[r])
         if self.reserve_whole:
             need = gate = max(state.blocks_for_whole(r) - held, 0)
         else:
             need, gate = self.admission_blocks(c, tokens, total, held)
-        if not pool.admit(r, need, gate):
+        if hit:
+            if not pool.admit_with_hit(r, need, gate, hit, touched):
+                return 0
+            tab.computed_tokens[r] = c
+        elif not pool.admit(r, need, gate):
             return 0
         tab.is_running[r] = True
         if math.isnan(tab.first_scheduled_s[r]):

@@ -65,9 +65,15 @@ def _max_new_left(state: ReplicaState, r: int) -> int:
 
 
 def admission_estimate_tokens(state: ReplicaState, r: int) -> int:
-    """``extend_input_len + max_new + page_size`` of waiting request ``r`` (``add_one_req``)."""
+    """``extend_input_len + max_new + page_size`` of waiting request ``r`` (``add_one_req``);
+    with a prefix cache the extend is what its radix-cache match leaves
+    (``Req.init_next_round_input``: ``extend_input_len = len(fill_ids) - len(prefix_indices)``)."""
     tab = state.tab
-    extend = int(tab.num_tokens[r] - tab.computed_tokens[r])
+    computed = int(tab.computed_tokens[r])
+    extend = int(tab.num_tokens[r]) - computed
+    pool = state.pool
+    if pool.prefix is not None and computed == 0:
+        extend -= pool.prefix.lookup(r, pool.free_blocks)[0] * pool.block_size_tokens
     return extend + _max_new_left(state, r) + state.pool.block_size_tokens
 
 
