@@ -21,9 +21,8 @@ if TYPE_CHECKING:
     from servesize.catalog import ModelCatalog
     from servesize.core.architecture import Architecture
     from servesize.core.memory import Deployment
-    from servesize.core.replica import Replica
+    from servesize.core.replica import PrefixedEstimate, Replica
     from servesize.core.sizing import SizingResult
-    from servesize.core.steptime import ServingEstimate
     from servesize.core.traffic import Workload
     from servesize.prices import PriceQuote
     from servesize.schemas.base import Page
@@ -67,7 +66,7 @@ def resolved(models: ModelCatalog, model_id: str, replica: Replica) -> ResolvedR
 
 
 def performance_answer(
-    built: ResolvedReplica, work: WorkloadPoint, estimate: ServingEstimate
+    built: ResolvedReplica, work: WorkloadPoint, estimate: PrefixedEstimate
 ) -> PerformanceResponse:
     """``POST /v1/performance``'s answer for this estimate."""
     from servesize.api.performance_views import performance_response

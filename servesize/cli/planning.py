@@ -264,9 +264,10 @@ def perf(
             concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens
         )
         try:
-            est = performance_estimate(built, work)
+            prefixed = performance_estimate(built, work)
         except UnprocessableError as exc:
             refuse(exc.detail, code=2)
+        est = prefixed.estimate
         if export is not None:
             from servesize.cli.answers import (
                 PERFORMANCE_COLUMNS,
@@ -274,7 +275,7 @@ def perf(
                 performance_rows,
             )
 
-            answer = performance_answer(built, work, est)
+            answer = performance_answer(built, work, prefixed)
             if export == "json":
                 write_json(answer)
             else:
