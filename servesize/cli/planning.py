@@ -33,6 +33,7 @@ from servesize.cli.exports import (
     write_csv,
     write_json,
 )
+from servesize.cli.reports import ReportOption, write_report
 from servesize.core.errors import InsufficientMemoryError
 from servesize.core.memory import Deployment, InvalidDeploymentError, kv_budget, plan_memory
 from servesize.core.replica import (
@@ -81,10 +82,7 @@ def memory(
     gpu_memory_utilization: Annotated[float | None, typer.Option()] = None,
     enforce_eager: Annotated[bool, typer.Option()] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
-    report: Annotated[
-        Path | None,
-        typer.Option(dir_okay=False, help="Also write the ledger as a self-contained HTML file."),
-    ] = None,
+    report: ReportOption = None,
 ) -> None:
     """Print the memory ledger of one GPU, line by line with formulas."""
     arch = architecture_or_exit(model)
@@ -126,7 +124,6 @@ def _write_memory_report(
     path: Path, model: str, gpu: str, deployment: Deployment, result: object
 ) -> None:
     """The page's memory figures, with the request as ``POST /v1/memory`` would take it."""
-    from servesize.html_report import render_report
     from servesize.schemas.memory import MemoryResponse
 
     answer = MemoryResponse.model_validate(result, from_attributes=True).model_dump(mode="json")
@@ -141,8 +138,7 @@ def _write_memory_report(
             f: getattr(deployment, f) for f in fields if getattr(deployment, f) is not None
         },
     }
-    path.write_text(render_report("memory", request, answer), encoding="utf-8")
-    console.print(f"report: {path}")
+    write_report(path, "memory", request, answer)
 
 
 @app.command()
@@ -421,6 +417,7 @@ def simulate(
     ] = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
+    report: ReportOption = None,
 ) -> None:
     """Simulate one engine replica request by request (continuous batching, paged KV); --json
     prints what POST /v1/simulate answers for the same inputs and seed.
@@ -456,7 +453,7 @@ def simulate(
         )
         console.print(scheduler_line(replica.scheduler), soft_wrap=True, markup=False)
         run = _run(replica, workload, seed)
-        if export is not None:
+        if export is not None or report is not None:
             from servesize.api.simulation_runner import simulation_run
             from servesize.cli.answers import (
                 SIMULATE_COLUMNS,
@@ -480,11 +477,14 @@ def simulate(
             )
             built = resolved(catalog(), model, replica)
             answer = simulate_answer(body, built, simulation_run(replica, workload, run))
+            if report is not None:
+                write_report(report, "simulate", body, answer)
             if export == "json":
                 write_json(answer)
-            else:
+            elif export == "csv":
                 write_csv(SIMULATE_COLUMNS, simulate_rows(answer))
-            return
+            if export is not None:
+                return
     _print_summary(run.result.summary(), f"{model} on {gpu}")
 
 

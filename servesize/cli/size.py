@@ -22,6 +22,7 @@ from servesize.cli.exports import (
     write_csv,
     write_json,
 )
+from servesize.cli.reports import ReportOption, sizing_request, write_report
 from servesize.core.traffic import FixedLength
 
 if TYPE_CHECKING:
@@ -217,6 +218,7 @@ def size_command(
     ] = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
+    report: ReportOption = None,
 ) -> None:
     """The cheapest deployments that serve --rate within --slo, ranked, from the datasheet GPUs;
     --json prints what POST /v1/sizing answers for the same inputs, --csv one row per plan and
@@ -293,16 +295,31 @@ def size_command(
                 _size_usage_error(str(exc))
         if export is None:
             _print_result(result, space, quotes, model=model, traffic=traffic)
-        else:
+        if export is not None or report is not None:
             from servesize.cli.answers import PLAN_COLUMNS, plan_rows, sizing_answer
 
             answer = sizing_answer(result, model, arch, quotes)
             if export == "json":
                 write_json(answer)
-            else:
+            elif export == "csv":
                 write_csv(
                     PLAN_COLUMNS, plan_rows(answer, [p.candidate.label for p in result.plans])
                 )
+            if report is not None:
+                request = sizing_request(
+                    model=model,
+                    rate_per_s=rate,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    objective=objective,
+                    hardware=[h.id for h in hardware],
+                    engines=space.engines,
+                    tensor_parallel=space.tensor_parallel,
+                    verify_top=verify_top,
+                    headroom=headroom,
+                    prices={g: p for g, p in prices.items() if quotes[g].origin == "request"},
+                )
+                write_report(report, "sizing", request, answer)
         if out is not None and result.plans:
             from servesize.cli.size_out import write_plans
 

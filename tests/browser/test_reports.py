@@ -108,3 +108,31 @@ def test_the_cli_writes_the_same_memory_report(
     capacity = answer["kv_capacity_tokens"]
     assert kv[-1] == [8192, capacity / 8192, capacity // 8192]
     assert _table(browser, "ledger")["rows"][0][0] == "weights: embedding"
+
+
+def test_the_cli_writes_simulation_and_sizing_reports_that_draw_offline(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    simulate_file = tmp_path / "cli-simulate.html"
+    argv = ["simulate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm", "--rate", "3"]
+    argv += ["--input-tokens", "256", "--output-tokens", "16", "--num-requests", "60"]
+    result = CliRunner().invoke(cli_app, [*argv, "--report", str(simulate_file)])
+    assert result.exit_code == 0, result.output
+    _offline(_open_file(browser, simulate_file), simulate_file)
+    simulation = _table(browser, "simulation")
+    assert simulation["columns"][0] == "time_s"
+    assert simulation["rows"]
+    drawn = browser.find_element(By.ID, "chart-sim").get_attribute("data-points")
+    assert drawn == str(3 * len(simulation["rows"]))  # queue, batch, KV use over time
+    browser.save_screenshot(str(tmp_path / "cli-simulate-report.png"))
+
+    sizing_file = tmp_path / "cli-sizing.html"
+    argv = ["size", "--model", "meta-llama/Llama-3.1-8B", "--rate", "4", "--gpu", "h100-sxm"]
+    argv += ["--slo", "ttft_p95=1s,tpot_p95=50ms", "--tp", "1", "--verify-top", "1"]
+    result = CliRunner().invoke(cli_app, [*argv, "--report", str(sizing_file)])
+    assert result.exit_code == 0, result.output
+    _offline(_open_file(browser, sizing_file), sizing_file)
+    plans = _table(browser, "plans")["rows"]
+    assert plans
+    assert {row[2] for row in plans} == {"h100-sxm"}
+    assert browser.find_elements(By.CSS_SELECTOR, "#launch pre")
