@@ -9,6 +9,7 @@ import numpy as np
 from servesize.api.resolved import ResolvedReplica
 from servesize.api.simulation_runner import SimulationRun
 from servesize.core.simulation import SLO, LatencyStats, SimulationResult
+from servesize.schemas.histograms import HISTOGRAM_BINS, HistogramOut, LatencyHistogramsOut
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.simulate import (
     TIME_SERIES_POINTS,
@@ -60,6 +61,23 @@ def _time_series(result: SimulationResult) -> TimeSeriesOut:
         kv_blocks_used=[int(v) for v in series.kv_blocks_used],
         kv_utilization=[float(v) / total_blocks for v in series.kv_blocks_used],
     )
+
+
+def _histogram(values: np.ndarray, weights: np.ndarray | None = None) -> HistogramOut | None:
+    keep = np.isfinite(values)
+    if not keep.any():
+        return None
+    counts, edges = np.histogram(
+        values[keep], bins=HISTOGRAM_BINS, weights=None if weights is None else weights[keep]
+    )
+    return HistogramOut(edges_s=[float(e) for e in edges], counts=[int(c) for c in counts])
+
+
+def _histograms(result: SimulationResult) -> LatencyHistogramsOut:
+    """TTFT of the measured requests that completed, and the pooled ITL gaps by weight."""
+    ttft = result.ttft_s[result.in_window & result.ok]
+    gaps, weights = result.itl_samples()
+    return LatencyHistogramsOut(ttft_s=_histogram(ttft), itl_s=_histogram(gaps, weights))
 
 
 def _overheads_out(run: SimulationRun) -> OverheadsOut:
@@ -193,6 +211,7 @@ def simulate_response(
         window_start_s=summary.window_start_s,
         window_end_s=summary.window_end_s,
         time_series=_time_series(result),
+        histograms=_histograms(result) if stable else None,
         defaults_applied=_defaults_out(built, run),
         warnings=warnings,
     )

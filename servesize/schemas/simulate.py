@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from servesize.core.simulation import SchedulingPolicy
 from servesize.schemas.base import RequestModel, ResponseModel
+from servesize.schemas.histograms import LatencyHistogramsOut
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 from servesize.schemas.prefix import PrefixIn
@@ -586,6 +587,8 @@ class SimulateResponse(ResponseModel):
     window_start_s: float
     window_end_s: float
     time_series: TimeSeriesOut
+    histograms: LatencyHistogramsOut | None = None
+    """TTFT and ITL histograms (null for an unstable run, as the percentiles are)."""
     defaults_applied: list[AppliedDefaultOut]
     warnings: list[str]
     ttft_s_interval: PredictionIntervalOut | None = None

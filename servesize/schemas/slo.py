@@ -319,6 +319,8 @@ class CurvePointOut(_Out):
     ttft_p95_s: float | None
     tpot_p50_s: float | None
     tpot_p95_s: float | None
+    ttft_p99_s: float | None = None
+    tpot_p99_s: float | None = None
     goodput_requests_per_s: float | None
     throughput_requests_per_s: float | None
     feasible: bool

@@ -164,6 +164,11 @@ def test_capacity_brackets_the_answer_between_a_hit_and_a_miss(client: TestClien
     assert body["converged"]
     assert body["binding_constraint"] == "ttft_s.p95"
     assert body["bracket_high"] - body["bracket_low"] <= 0.05 * body["bracket_high"]
+    stable = [p for p in body["curve"] if p["stable"]]
+    assert stable
+    for point in stable:  # percentiles of one run are ordered
+        assert point["ttft_p50_s"] <= point["ttft_p95_s"] <= point["ttft_p99_s"]
+        assert point["tpot_p50_s"] <= point["tpot_p95_s"] <= point["tpot_p99_s"]
     # The search's own seed: re-evaluating at the bisection's answer meets the SLO; at the
     # bracket's top (same seed, common random numbers) it does not.
     for load, feasible in ((body["bracket_low"], True), (body["bracket_high"], False)):

@@ -116,6 +116,8 @@ def curve_point_out(pt: CurvePoint, *, closed_loop: bool) -> CurvePointOut:
         ttft_p95_s=finite(pt.ttft_p95_s) if pt.stable else None,
         tpot_p50_s=finite(pt.tpot_p50_s) if pt.stable else None,
         tpot_p95_s=finite(pt.tpot_p95_s) if pt.stable else None,
+        ttft_p99_s=finite(pt.ttft_p99_s) if pt.stable else None,
+        tpot_p99_s=finite(pt.tpot_p99_s) if pt.stable else None,
         goodput_requests_per_s=finite(pt.goodput_requests_per_s),
         throughput_requests_per_s=finite(pt.throughput_requests_per_s),
         feasible=pt.feasible,

@@ -61,6 +61,8 @@ class CurvePoint:
     evaluation: SloEvaluation
     short: bool = False
     """From a short screening run."""
+    ttft_p99_s: float = math.nan
+    tpot_p99_s: float = math.nan
 
 
 def curve_point(
@@ -80,6 +82,8 @@ def curve_point(
         stability_conclusive=summary.stability_conclusive,
         evaluation=evaluation,
         short=short,
+        ttft_p99_s=summary.ttft_s.p99,
+        tpot_p99_s=summary.tpot_s.p99,
     )
 
 
