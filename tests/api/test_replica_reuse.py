@@ -13,12 +13,13 @@ from fastapi.testclient import TestClient
 from servesize.api.replica_resolver import REPLICAS
 from servesize.security import Scope
 
-PROFILE = {
+BANDWIDTH_BYTES_PER_S = 2_000_000_000_000
+PROFILE: dict[str, object] = {
     "id": "lab-gpu",
     "vendor": "Lab",
     "name": "Lab GPU",
     "memory_bytes": 80 * 2**30,
-    "memory_bandwidth_bytes_per_s": 2_000_000_000_000,
+    "memory_bandwidth_bytes_per_s": BANDWIDTH_BYTES_PER_S,
     "peak_tflop_per_s": {"bf16": 800.0},
     "identity_tokens": [],
 }
@@ -43,7 +44,7 @@ def test_a_repeated_request_reuses_the_replica_until_the_profile_changes(
     assert again.json() == first.json()
     assert (REPLICAS.hits, REPLICAS.misses) == (hits + 1, misses)
 
-    faster = {"memory_bandwidth_bytes_per_s": 2 * PROFILE["memory_bandwidth_bytes_per_s"]}
+    faster = {"memory_bandwidth_bytes_per_s": 2 * BANDWIDTH_BYTES_PER_S}
     patched = client.patch(
         "/v1/hardware/lab-gpu", json=faster, headers={**admin, "If-Match": created.headers["etag"]}
     )
