@@ -7,11 +7,13 @@ repeats unless stated, so other work on the machine inflates them less.
 1. **Steady-state estimate** (the call behind ``/v1/performance``): Llama-3.1-8B, ISL 1024 /
    OSL 128, 32 clients, on H100 and H200 with the shipped tables (scaled to the H200), as
    ``servesize.api.performance_views.performance_estimate`` calls ``closed_loop``. Reported:
-   compilation (``compile_replica``), the first estimate on a fresh replica (it builds the
-   step-time tables of :mod:`servesize.core.steptime.fast`), the warm estimate, and two
-   references: the vectorised array path of ``closed_loop`` (the implementation the one-point
-   path replaced, per point of a two-point call) and one vectorised ``StepTimeModel.step_time``
-   call of one step (the numpy kernel an estimate used to spend about a hundred of).
+   compilation (``compile_replica``), a compilation kept by ``ReplicaCache`` (what a repeated
+   request pays), the first estimate on a fresh replica (it builds the step-time tables of
+   :mod:`servesize.core.steptime.fast`), a new workload point on a warm replica (kept points
+   cleared: the computation itself), the same point asked again (kept by
+   :mod:`servesize.core.steptime.memo`), and the reference: the vectorised array path of
+   ``closed_loop`` (the implementation the one-point path replaced, per point of a two-point
+   call), with one vectorised ``StepTimeModel.step_time`` call of one step beside it.
 2. **Simulator**: 20,000 open-loop Poisson requests (1024 + 128 tokens) at 30, 70 and 90 % of
    Tier A's saturation rate, through the fast step-time adapter as ``/v1/simulate`` runs it,
    against the same simulation with a closed-form linear step time (the simulator alone); also
