@@ -16,7 +16,7 @@ from servesize.api.models_resolver import ResolvedModel
 from servesize.api.resolved import ResolvedReplica
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment
-from servesize.core.replica import compile_replica
+from servesize.core.replica import ReplicaCache
 from servesize.core.steptime import (
     EngineProfile,
     MeasuredProfile,
@@ -27,6 +27,7 @@ from servesize.schemas.memory import DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 
 __all__ = [
+    "REPLICAS",
     "ReplicaInputs",
     "ReplicaRequest",
     "ResolvedReplica",
@@ -36,6 +37,12 @@ __all__ = [
     "request_inputs",
     "request_replica",
 ]
+
+REPLICAS = ReplicaCache()
+"""Compiled replicas of this process by their inputs: the lookup cache hands out the same model,
+spec and measurement objects while they are unchanged and new ones after a change, so a
+repeated request reuses the compiled replica (its step-time tables and estimates) and a changed
+profile or custom model compiles anew."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +132,12 @@ def compile_inputs(
     inputs: ReplicaInputs, deployment_in: DeploymentIn, *, calibrated: bool = True
 ) -> ResolvedReplica:
     """Compile the replica (a plan that does not fit is the core's ``InsufficientMemoryError``,
-    a 422), with the profile's measured tables when the lookup kept them. With ``calibrated``
-    and a recalibration applied to the profile for the deployment's engine, the replica steps
-    with its constants and its memory plan's warnings name it (so every answer says so)."""
+        a 422), with the profile's measured tables when the lookup kept them. With ``calibrated``
+        and a recalibration applied to the profile for the deployment's engine, the replica steps
+        with its constants and its memory plan's warnings name it (so every answer says so).
+    Compiled once per distinct inputs (:data:`REPLICAS`)."""
     calibration = inputs.calibrations.get(deployment_in.engine) if calibrated else None
-    replica = compile_replica(
+    replica = REPLICAS.compile(
         inputs.model.architecture,
         inputs.hardware,
         Deployment(**deployment_in.model_dump()),

@@ -44,9 +44,11 @@ Simulation
 
 Callers that compile many replicas of one model (sizing) pass one :class:`StepModelCache`:
 replicas that differ only in scheduler knobs share a compiled step-time model, and
-:meth:`Replica.configured` re-derives the scheduler and KV link without recompiling.
+:meth:`Replica.configured` re-derives the scheduler and KV link without recompiling. A service
+that answers many requests keeps compiled replicas by their inputs in a :class:`ReplicaCache`.
 """
 
+from servesize.core.replica.cache import REPLICA_CACHE_SIZE, ReplicaCache
 from servesize.core.replica.compile import (
     KVLink,
     PolicySource,
@@ -82,6 +84,7 @@ from servesize.core.replica.simulate import (
 
 __all__ = [
     "MAX_PREFILL_STEPS",
+    "REPLICA_CACHE_SIZE",
     "DisaggregatedPools",
     "KVLink",
     "MissingInterconnectBandwidthError",
@@ -89,6 +92,7 @@ __all__ = [
     "PrefixedEstimate",
     "Progress",
     "Replica",
+    "ReplicaCache",
     "ReplicaError",
     "ReplicaRun",
     "RequestTooLongError",

@@ -57,6 +57,7 @@ import numpy as np
 
 from servesize.core.steptime._arrays import ArrayLike, FloatArray, StrArray, as_float_array
 from servesize.core.steptime.fast import fast_step_time
+from servesize.core.steptime.memo import memoized_estimate
 from servesize.core.steptime.model import StepTime, StepTimeModel
 from servesize.core.steptime.point import prefill_queue_point, steady_point
 from servesize.core.steptime.wave import WAVE_POLICIES, engine_wave_policy, lockstep_loop
@@ -208,7 +209,9 @@ def closed_loop(
     throughput are those of the lock-step loop (:func:`~servesize.core.steptime.wave.
     lockstep_loop`), which is what the simulator does with such clients; beyond, the
     mean-field model with its admission wait. ``mean_field=True`` keeps the mean-field model
-    everywhere (clients out of step, as lengths drawn from a range leave them).
+    everywhere (clients out of step, as lengths drawn from a range leave them). One point is
+    kept by its inputs for this model object (:mod:`~servesize.core.steptime.memo`): asked
+    again, it is the same answer without the computation.
     """
     c, p, n = np.broadcast_arrays(
         as_float_array(concurrency), as_float_array(input_tokens), as_float_array(output_tokens)
@@ -219,15 +222,17 @@ def closed_loop(
     if c.size == 1:
         kv = None if kv_capacity_tokens is None else as_float_array(kv_capacity_tokens)
         if kv is None or kv.size == 1:
-            return _closed_loop_point(
+            point = (float(c[0]), float(p[0]), float(n[0]), None if kv is None else float(kv[0]))
+            return memoized_estimate(
                 model,
-                float(c[0]),
-                float(p[0]),
-                float(n[0]),
-                None if kv is None else float(kv[0]),
-                policy=policy,
-                output_delay_steps=output_delay_steps,
-                mean_field=mean_field,
+                (*point, policy, output_delay_steps, mean_field),
+                lambda: _closed_loop_point(
+                    model,
+                    *point,
+                    policy=policy,
+                    output_delay_steps=output_delay_steps,
+                    mean_field=mean_field,
+                ),
             )
     budget, _ = _budget(model)
     z = model.engine.request_overhead_s
