@@ -3,9 +3,11 @@ entries of ``/v1/slo/capacity``'s curve."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi.testclient import TestClient
 
-BODY = {
+BODY: dict[str, Any] = {
     "model": "meta-llama/Llama-3.1-8B",
     "hardware": "h100-sxm",
     "traffic": {
