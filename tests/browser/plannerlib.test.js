@@ -55,8 +55,64 @@ test("latency curve sorted by load; closed loop plots concurrency", () => {
   });
   assert.equal(table.columns[0], "concurrency");
   assert.deepEqual(table.rows.map((r) => r[0]), [8, 32, 64]);
-  assert.deepEqual(table.rows[1], [32, 0.5, 1, 0.05, 0.1, true]);
+  // p99 and throughput columns absent from the answer read as null.
+  assert.deepEqual(table.rows[1], [32, 0.5, 1, 0.05, 0.1, true, null, null, null, null]);
   assert.equal(table.max, 48);
+  assert.equal(table.band, null);
+});
+
+test("latency curve carries p99, throughput and goodput, and the max rate's interval", () => {
+  const table = L.latencyTable({
+    mode: "open_loop", max_concurrency: null, max_rate_per_s: 7.5,
+    max_rate_per_s_interval: { low: 6.0, high: 9.0, level: 0.8 },
+    curve: [{
+      rate_per_s: 5, concurrency: null, ttft_p50_s: 0.1, ttft_p95_s: 0.2, tpot_p50_s: 0.01,
+      tpot_p95_s: 0.02, ttft_p99_s: 0.3, tpot_p99_s: 0.03, throughput_requests_per_s: 4.9,
+      goodput_requests_per_s: 4.8, feasible: true,
+    }],
+  });
+  assert.deepEqual(table.rows, [[5, 0.1, 0.2, 0.01, 0.02, true, 0.3, 0.03, 4.9, 4.8]]);
+  assert.deepEqual(table.band, [6.0, 9.0]);
+});
+
+test("histogram bins: one row per bin, edges from the answer", () => {
+  // Edges 0, 0.5, 1.0 with 3 and 1 values: two rows.
+  const table = L.histogramTable({ edges_s: [0, 0.5, 1.0], counts: [3, 1] });
+  assert.deepEqual(table.columns, ["low_s", "high_s", "count"]);
+  assert.deepEqual(table.rows, [[0, 0.5, 3], [0.5, 1.0, 1]]);
+  assert.deepEqual(L.histogramTable(null).rows, []);
+});
+
+test("compare: one simulate body per listed deployment, GPUs per replica from its layout", () => {
+  const items = L.compareBodies({ compare: "h100-sxm:tp2, h200-sxm:sglang", rate: "3" });
+  assert.deepEqual(items.map((i) => i.label), ["h100-sxm:tp2", "h200-sxm:sglang"]);
+  assert.equal(items[0].body.hardware, "h100-sxm");
+  assert.equal(items[0].body.deployment.tensor_parallel_size, 2);
+  assert.equal(items[1].body.deployment.engine, "sglang");
+  // Same traffic for both: the form's open loop at 3 requests/s.
+  assert.deepEqual(items[0].body.traffic, items[1].body.traffic);
+  assert.equal(items[0].body.traffic.arrival.rate_per_s, 3);
+  const answer = (tokens, p95) => ({
+    stable: true, slo_attainment: 1, throughput_output_tokens_per_s: tokens,
+    ttft_s: { p50: p95 / 2, p95 }, tpot_s: { p50: 0.01, p95: 0.02 },
+  });
+  const table = L.compareTable(items, [answer(1000, 0.4), answer(600, 0.3)]);
+  // 1000 tokens/s over TP2 = 500 per GPU; 600 over 1 GPU = 600.
+  assert.deepEqual(table.rows.map((r) => [r[0], r[1], r[7]]), [["h100-sxm:tp2", 2, 500], ["h200-sxm:sglang", 1, 600]]);
+});
+
+test("launch commands as one script, ranked plans in order", () => {
+  const sizing = {
+    model: "m",
+    plans: [
+      { rank: 1, launch: { commands: [{ role: "server", command: "vllm serve m --tensor-parallel-size 2" }] } },
+      { rank: 2, launch: { commands: [{ role: "prefill", command: "a" }, { role: "decode", command: "b" }] } },
+    ],
+  };
+  const script = L.commandsScript(sizing);
+  assert.ok(script.startsWith("#!/bin/sh\n"));
+  assert.deepEqual(script.split("\n").filter((l) => l && !l.startsWith("#")), ["vllm serve m --tensor-parallel-size 2", "a", "b"]);
+  assert.ok(script.indexOf("# plan 1, server") < script.indexOf("# plan 2, prefill"));
 });
 
 test("simulation time series becomes one row per sample", () => {

@@ -48,8 +48,9 @@ def _run(driver: WebDriver, kind: str) -> None:
         driver,
         lambda d: d.execute_script(f"return !document.querySelector('.spinner[data-kind={kind}]')"),
     )
-    problem = driver.find_element(By.CSS_SELECTOR, f'[data-status="{kind}"]').text
-    assert problem == "", problem
+    box = driver.find_element(By.CSS_SELECTOR, f'[data-status="{kind}"]')
+    problems = [p.text for p in box.find_elements(By.CSS_SELECTOR, ".problem")]
+    assert not problems, problems
 
 
 def _table(driver: WebDriver, name: str) -> dict[str, Any]:
@@ -115,9 +116,10 @@ def test_the_page_plans_and_draws_every_figure(
     assert len(latency["rows"]) >= 2
     rates = [row[0] for row in latency["rows"]]
     assert rates == sorted(rates)
-    for chart, first in (("ttft", 1), ("tpot", 3)):
-        drawn = sum(row[i] is not None for row in latency["rows"] for i in (first, first + 1))
-        # p50 and p95 where the run had a value, the SLO line's two ends, the max rate's two.
+    for chart in ("ttft", "tpot"):
+        columns = [latency["columns"].index(f"{chart}_{s}_s") for s in ("p50", "p95", "p99")]
+        drawn = sum(row[i] is not None for row in latency["rows"] for i in columns)
+        # p50, p95 and p99 where the run had a value, the SLO line's two ends, the max rate's.
         assert _points(browser, chart) == drawn + 4, chart
 
     simulation = _table(browser, "simulation")
@@ -125,6 +127,25 @@ def test_the_page_plans_and_draws_every_figure(
     assert len(simulation["rows"]) > 10
     assert _points(browser, "sim") == 3 * len(simulation["rows"])
     assert browser.find_elements(By.CSS_SELECTOR, "#simulate-percentiles tr")
+    simulated = browser.execute_script("return window.__responses.simulate")
+    for chart, metric in (("ttft-hist", "ttft_s"), ("itl-hist", "itl_s")):
+        histogram = _table(browser, f"{metric[:-2]}_histogram")
+        assert [row[2] for row in histogram["rows"]] == simulated["histograms"][metric]["counts"]
+        assert _points(browser, chart) == 30
+    # 300 requests at 4/s, the first tenth warm-up: every measured TTFT is in the histogram.
+    assert (
+        sum(row[2] for row in _table(browser, "ttft_histogram")["rows"]) == simulated["completed"]
+    )
+    p99 = latency["columns"].index("ttft_p99_s")
+    p95 = latency["columns"].index("ttft_p95_s")
+    assert all(r[p99] >= r[p95] for r in latency["rows"] if r[p99] is not None)
+    served = latency["columns"].index("throughput_requests_per_s")
+    drawn = sum(r[i] is not None for r in latency["rows"] for i in (served, served + 1))
+    band = 2 if latency["band"] else 0
+    assert _points(browser, "throughput") == drawn + band
+    # Each run offers its HTML report.
+    for kind in ("memory", "capacity", "simulate", "sizing"):
+        assert browser.find_element(By.CSS_SELECTOR, f'a.report[data-kind="{kind}"]')
 
     plans = _table(browser, "plans")
     assert plans["rows"], "no plan"
@@ -140,7 +161,8 @@ def test_the_page_plans_and_draws_every_figure(
     assert commands[0].text.startswith("vllm serve meta-llama/Llama-3.1-8B")
 
     # Every figure downloads as CSV and JSON.
-    for name in ("ledger", "kv", "latency", "simulation", "plans", "pareto", "rejected"):
+    figures = ("ledger", "kv", "latency", "simulation", "plans", "pareto", "rejected")
+    for name in (*figures, "ttft_histogram", "itl_histogram"):
         formats = browser.find_elements(By.CSS_SELECTOR, f'.downloads[data-table="{name}"] a')
         assert {a.get_attribute("data-format") for a in formats} == {"csv", "json"}, name
 
@@ -152,6 +174,67 @@ def test_the_page_plans_and_draws_every_figure(
     _wait(browser, lambda d: d.execute_script("return !!window.__charts.ledger"))
     assert browser.find_element(By.ID, "f-max_model_len").get_attribute("value") == "8192"
     assert _table(browser, "kv")["rows"] == kv["rows"]
+
+
+def test_h100_against_h200_for_a_70b_model(
+    browser: WebDriver, live_server: str, tmp_path: Path
+) -> None:
+    """The first plan a new user makes: Llama-3.1-70B on H100 vs H200 against an SLO, the
+    deployments side by side, the winning plan's commands and manifests, its report."""
+    _open(browser, live_server + "/")
+    form = {
+        "model": "meta-llama/Llama-3.1-70B",
+        "hardware": "h100-sxm",
+        "tp": "4",
+        "max_model_len": "4096",
+        "rate": "1",
+        "isl": "512",
+        "osl": "128",
+        "num_requests": "120",
+        "ttft_p95_s": "2",
+        "tpot_p95_s": "0.1",
+        "compare": "h100-sxm:tp4, h200-sxm:tp2",
+        "sizing_hardware": "h100-sxm,h200-sxm",
+        "sizing_tp": "2,4",
+    }
+    _fill(browser, form)
+    _run(browser, "compare")
+    compare = _table(browser, "compare")
+    assert [row[0] for row in compare["rows"]] == ["h100-sxm:tp4", "h200-sxm:tp2"]
+    assert [row[1] for row in compare["rows"]] == [4, 2]
+    answers = browser.execute_script("return window.__responses.compare")
+    assert [a["hardware"] for a in answers] == ["h100-sxm", "h200-sxm"]
+    ttft = compare["columns"].index("ttft_p95_s")
+    assert [row[ttft] for row in compare["rows"]] == [a["ttft_s"]["p95"] for a in answers]
+    assert _points(browser, "compare") == 4
+    assert "run=compare" in browser.current_url
+
+    _run(browser, "sizing")
+    sizing = browser.execute_script("return window.__responses.sizing")
+    assert sizing["plans"]
+    assert {p["hardware"] for p in sizing["plans"]} <= {"h100-sxm", "h200-sxm"}
+    # Why the others lost: every rejected candidate sits under its reason.
+    groups = browser.find_elements(By.CSS_SELECTOR, "#rejected details")
+    shown = sum(
+        int(g.find_element(By.TAG_NAME, "summary").text.rsplit("(", 1)[1][:-1]) for g in groups
+    )
+    assert shown == len(sizing["rejected"])
+    files = {
+        a.get_attribute("data-file")
+        for a in browser.find_elements(By.CSS_SELECTOR, "#plan-files a")
+    }
+    assert files == {"commands", "manifests"}
+    script = browser.execute_script(
+        "return window.PlannerLib.commandsScript(window.__responses.sizing)"
+    )
+    first = sizing["plans"][0]["launch"]["commands"][0]["command"]
+    assert first in script
+    # The report link fetches the HTML form of the same request and saves it.
+    link = browser.find_element(By.CSS_SELECTOR, 'a.report[data-kind="sizing"]')
+    link.click()
+    _wait(browser, lambda d: link.text == "HTML report" or "failed" in link.text)
+    assert link.text == "HTML report"
+    _screenshot(browser, tmp_path, "planner-70b")
 
 
 def test_a_422_is_shown_next_to_the_field_it_names(

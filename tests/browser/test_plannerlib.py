@@ -37,7 +37,7 @@ def test_plannerlib_under_node_test() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "# fail 0" in result.stdout
-    assert "# pass 9" in result.stdout
+    assert "# pass 13" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -49,12 +49,19 @@ def test_the_page_builds_bodies_the_endpoints_accept(state: dict[str, str]) -> N
     node = require("node", "the page's request bodies are built by its JavaScript")
     script = (
         f"const L = require({json.dumps(str(LIBRARY))});"
-        f"process.stdout.write(JSON.stringify(L.buildRequests({json.dumps(state)})));"
+        f"const s = {json.dumps(state)};"
+        "process.stdout.write(JSON.stringify({...L.buildRequests(s), "
+        "compare: L.compareBodies(s).map((i) => i.body)}));"
     )
     result = subprocess.run(
         [node, "-e", script], capture_output=True, text=True, timeout=120, check=True
     )
     bodies = json.loads(result.stdout)
+    compared = bodies.pop("compare")
     assert set(bodies) == set(SCHEMAS)
     for kind, schema in SCHEMAS.items():
         schema.model_validate(bodies[kind])  # raises on a field the endpoint would refuse
+    # The default comparison: the form's simulation on an H100 and an H200, one GPU each.
+    assert [b["hardware"] for b in compared] == ["h100-sxm", "h200-sxm"]
+    for body in compared:
+        SimulateRequest.model_validate(body)

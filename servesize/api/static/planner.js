@@ -110,6 +110,7 @@
   }
 
   async function run(kind) {
+    if (kind === "compare") return runCompare();
     clearErrors();
     let body;
     try {
@@ -126,9 +127,9 @@
     const cancel = el("button", { type: "button", class: "cancel", text: "Cancel" });
     cancel.addEventListener("click", () => controller.abort());
     status(kind, el("span", { class: "spinner", "data-kind": kind }, el("i"), " working… ", cancel));
-    const path = { memory: "/v1/memory", capacity: "/v1/slo/capacity", simulate: "/v1/simulate", sizing: "/v1/sizing" }[kind];
+    const path = PATHS[kind];
     try {
-      const response = await fetch(path, {
+      const response = await fetch(kind === "sizing" ? `${path}?manifests=true` : path, {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "application/json" },
         body: JSON.stringify(body),
@@ -140,7 +141,7 @@
         showProblem(answer);
         return;
       }
-      status(kind, null);
+      status(kind, reportLink(kind, body));
       window.__responses[kind] = answer;
       RENDER[kind](answer, body);
       ran.add(kind);
@@ -151,6 +152,114 @@
     } finally {
       if (pending[kind] === controller) delete pending[kind];
     }
+  }
+
+  const PATHS = { memory: "/v1/memory", capacity: "/v1/slo/capacity", simulate: "/v1/simulate", sizing: "/v1/sizing" };
+
+  function save(name, text, type) {
+    const blob = new Blob([text], { type });
+    const a = el("a", { href: URL.createObjectURL(blob), download: name });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  }
+
+  /* "HTML report": the same request with ?format=html, saved as one file that opens offline. */
+  function reportLink(kind, body) {
+    const link = el("a", { href: "#", class: "report", "data-kind": kind, text: "HTML report" });
+    link.addEventListener("click", async (event) => {
+      event.preventDefault();
+      link.textContent = "HTML report (writing…)";
+      try {
+        const response = await fetch(`${PATHS[kind]}?format=html`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json", Accept: "text/html" },
+          body: JSON.stringify(body),
+        });
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        save(`servesize-${kind}-report.html`, await response.text(), "text/html");
+        link.textContent = "HTML report";
+      } catch (error) {
+        link.textContent = `HTML report (failed: ${error.message})`;
+      }
+    });
+    return link;
+  }
+
+  /* Compare: the form's simulation on each listed deployment, same traffic and seed. */
+  async function runCompare() {
+    clearErrors();
+    let items;
+    try {
+      items = L.compareBodies(readState());
+    } catch (error) {
+      showProblem({ errors: [{ pointer: "/model/hf_config", detail: `not JSON: ${error.message}` }] });
+      return;
+    }
+    if (!items.length) {
+      document.querySelector('[data-error-for="compare"]').textContent = "list at least one deployment, e.g. h100-sxm:tp1";
+      return;
+    }
+    if (pending.compare) pending.compare.abort();
+    const controller = new AbortController();
+    pending.compare = controller;
+    document.getElementById("s-compare").hidden = false;
+    const cancel = el("button", { type: "button", class: "cancel", text: "Cancel" });
+    cancel.addEventListener("click", () => controller.abort());
+    const answers = [];
+    try {
+      for (const [i, item] of items.entries()) {
+        status("compare", el("span", { class: "spinner", "data-kind": "compare" }, el("i"), ` ${i + 1} of ${items.length}: ${item.label}… `, cancel));
+        const response = await fetch(PATHS.simulate, {
+          method: "POST",
+          headers: { "Content-Type": "application/json", Accept: "application/json" },
+          body: JSON.stringify(item.body),
+          signal: controller.signal,
+        });
+        const answer = await response.json();
+        if (!response.ok) {
+          const text = `${item.label}: ${answer.status} ${answer.title}: ${answer.detail}`;
+          status("compare", el("p", { class: "problem", text }));
+          document.querySelector('[data-error-for="compare"]').textContent = text;
+          return;
+        }
+        answers.push(answer);
+      }
+      status("compare", null);
+      window.__responses.compare = answers;
+      renderCompare(items, answers);
+      ran.add("compare");
+      updateUrl();
+    } catch (error) {
+      const text = error.name === "AbortError" ? "cancelled" : `failed: ${error.message}`;
+      status("compare", el("p", { class: "problem", text }));
+    } finally {
+      if (pending.compare === controller) delete pending.compare;
+    }
+  }
+
+  function renderCompare(items, answers) {
+    const table = L.compareTable(items, answers);
+    keep("compare", table);
+    const grid = document.getElementById("compare-table");
+    grid.replaceChildren(el("tr", {}, ...table.columns.map((c) => el("th", { text: c }))));
+    for (const row of table.rows) grid.append(el("tr", {}, ...row.map((v) => el("td", { text: fmt(v) }))));
+    const col = (c) => table.rows.map((r) => r[table.columns.indexOf(c)]);
+    draw("compare", {
+      type: "bar",
+      data: {
+        labels: col("deployment"),
+        datasets: [
+          { label: "TTFT p95 (s)", data: col("ttft_p95_s"), backgroundColor: "#1f77b4" },
+          { label: "TPOT p95 (s)", data: col("tpot_p95_s"), backgroundColor: "#ff7f0e", yAxisID: "y2" },
+        ],
+      },
+      options: { scales: { y: axis("TTFT (s)", { beginAtZero: true }), y2: axis("TPOT (s)", { position: "right", beginAtZero: true }) } },
+    });
+    const best = table.rows.filter((r) => r[9]).sort((a, b) => b[7] - a[7])[0];
+    document.getElementById("compare-summary").textContent = best
+      ? `Most output tokens/s per GPU among the stable runs: ${best[0]} (${fmt(best[7])}).`
+      : "No deployment kept up with this traffic.";
   }
 
   function keep(name, table) {
@@ -169,11 +278,7 @@
         format === "csv"
           ? L.toCsv(table)
           : JSON.stringify(table.rows.map((row) => Object.fromEntries(table.columns.map((c, i) => [c, row[i]]))), null, 2);
-      const blob = new Blob([text], { type: format === "csv" ? "text/csv" : "application/json" });
-      const a = el("a", { href: URL.createObjectURL(blob), download: `servesize-${name}.${format}` });
-      document.body.append(a);
-      a.click();
-      a.remove();
+      save(`servesize-${name}.${format}`, text, format === "csv" ? "text/csv" : "application/json");
     });
     return link;
   }
@@ -253,12 +358,40 @@
     draw(name, { type: "scatter", data: { datasets }, options: { scales: { x: axis(label), y: axis("seconds", { beginAtZero: true }) } } });
   }
 
+  function throughputChart(table, label) {
+    const idx = (c) => table.columns.indexOf(c);
+    const series = (column) => table.rows.filter((r) => r[idx(column)] !== null).map((r) => ({ x: r[0], y: r[idx(column)] }));
+    const datasets = [
+      { label: "throughput (req/s)", data: series("throughput_requests_per_s"), showLine: true, borderColor: "#2ca02c", backgroundColor: "#2ca02c" },
+      { label: "goodput (req/s)", data: series("goodput_requests_per_s"), showLine: true, borderColor: "#17becf", backgroundColor: "#17becf" },
+    ];
+    if (table.band) {
+      const top = Math.max(1, ...datasets.flatMap((d) => d.data.map((p) => p.y)));
+      const [low, high] = table.band;
+      datasets.push({ label: "max rate interval", data: [{ x: low, y: top }, { x: high, y: top }], showLine: true, fill: "origin", pointRadius: 0, borderColor: "rgba(214,39,40,0.3)", backgroundColor: "rgba(214,39,40,0.12)" });
+    }
+    draw("throughput", { type: "scatter", data: { datasets }, options: { scales: { x: axis(label), y: axis("requests/s", { beginAtZero: true }) } } });
+  }
+
+  function histogramChart(name, table, label, color) {
+    keep(`${name.replace("-hist", "")}_histogram`, table);
+    draw(name, {
+      type: "bar",
+      data: {
+        labels: table.rows.map((r) => ((r[0] + r[1]) / 2).toPrecision(3)),
+        datasets: [{ label, data: table.rows.map((r) => r[2]), backgroundColor: color, barPercentage: 1, categoryPercentage: 1 }],
+      },
+      options: { scales: { x: axis("seconds (bin centre)"), y: axis("count", { beginAtZero: true }) } },
+    });
+  }
+
   function renderCapacity(capacity, body) {
     const table = L.latencyTable(capacity);
     keep("latency", table);
     const label = table.columns[0] === "concurrency" ? "concurrent clients" : "requests/s per replica";
-    latencyChart("ttft", table, [["ttft_p50_s", "#1f77b4"], ["ttft_p95_s", "#ff7f0e"]], body.slo.ttft_s && body.slo.ttft_s.p95, table.max, label);
-    latencyChart("tpot", table, [["tpot_p50_s", "#1f77b4"], ["tpot_p95_s", "#ff7f0e"]], body.slo.tpot_s && body.slo.tpot_s.p95, table.max, label);
+    latencyChart("ttft", table, [["ttft_p50_s", "#1f77b4"], ["ttft_p95_s", "#ff7f0e"], ["ttft_p99_s", "#9467bd"]], body.slo.ttft_s && body.slo.ttft_s.p95, table.max, label);
+    latencyChart("tpot", table, [["tpot_p50_s", "#1f77b4"], ["tpot_p95_s", "#ff7f0e"], ["tpot_p99_s", "#9467bd"]], body.slo.tpot_s && body.slo.tpot_s.p95, table.max, label);
+    throughputChart(table, label);
     document.getElementById("capacity-summary").textContent =
       `Highest load meeting the SLO on one replica: ${fmt(table.max)} ${label}; binding: ${capacity.binding_constraint}` +
       (capacity.knee_rate_per_s ? `; knee at ${fmt(capacity.knee_rate_per_s)}/s` : "") + ".";
@@ -279,6 +412,9 @@
       },
       options: { scales: { x: axis("time (s)"), y: axis("requests", { beginAtZero: true }), y2: axis("KV used", { position: "right", min: 0, max: 1 }) } },
     });
+    const hist = sim.histograms || {};
+    histogramChart("ttft-hist", L.histogramTable(hist.ttft_s), "requests", "#1f77b4");
+    histogramChart("itl-hist", L.histogramTable(hist.itl_s), "tokens", "#ff7f0e");
     const grid = document.getElementById("simulate-percentiles");
     const stats = ["mean", "p50", "p90", "p95", "p99"];
     grid.replaceChildren(el("tr", {}, el("th", { text: "" }), ...stats.map((s) => el("th", { text: s }))));
@@ -339,8 +475,31 @@
       copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(item.command));
       launch.append(el("div", { class: "command" }, el("span", { text: `plan ${item.rank}, ${item.role}` }), copy, el("pre", { text: item.command })));
     }
+    planFiles(sizing);
     document.getElementById("sizing-summary").textContent =
       `${sizing.explanation} (${fmt(sizing.candidates_evaluated)} candidates, ${fmt(sizing.elapsed_s)} s)`;
+  }
+
+  /* The winning plans' files: every launch command as a script, the first plan's manifests. */
+  function planFiles(sizing) {
+    const box = document.getElementById("plan-files");
+    box.replaceChildren();
+    if (!sizing.plans.length) return;
+    const commands = el("a", { href: "#", class: "download", "data-file": "commands", text: "launch commands (.sh)" });
+    commands.addEventListener("click", (event) => {
+      event.preventDefault();
+      save("servesize-launch.sh", L.commandsScript(sizing), "text/x-shellscript");
+    });
+    box.append(commands);
+    const first = (sizing.manifests || []).find((m) => m.rank === sizing.plans[0].rank);
+    if (first) {
+      const manifests = el("a", { href: "#", class: "download", "data-file": "manifests", text: "plan 1 manifests (.json)" });
+      manifests.addEventListener("click", (event) => {
+        event.preventDefault();
+        save("servesize-plan-1-manifests.json", JSON.stringify(first, null, 2), "application/json");
+      });
+      box.append(" ", manifests);
+    }
   }
 
   const RENDER = { memory: renderMemory, capacity: renderCapacity, simulate: renderSimulate, sizing: renderSizing };
@@ -366,7 +525,7 @@
     });
     form.addEventListener("change", updateUrl);
     document.body.dataset.ready = "true";
-    for (const kind of runs) if (RENDER[kind]) await run(kind);
+    for (const kind of runs) if (RENDER[kind] || kind === "compare") await run(kind);
   }
 
   /* An offline report (servesize.html_report): the request and the answer are inlined in

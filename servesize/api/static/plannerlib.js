@@ -46,6 +46,7 @@
     sizing_tp: "1,2",
     disaggregation: "",
     max_gpus: "",
+    compare: "h100-sxm:tp1, h200-sxm:tp1",
   };
 
   function numberOrNull(text) {
@@ -268,11 +269,20 @@
       p.tpot_p50_s,
       p.tpot_p95_s,
       p.feasible,
+      p.ttft_p99_s === undefined ? null : p.ttft_p99_s,
+      p.tpot_p99_s === undefined ? null : p.tpot_p99_s,
+      p.throughput_requests_per_s === undefined ? null : p.throughput_requests_per_s,
+      p.goodput_requests_per_s === undefined ? null : p.goodput_requests_per_s,
     ]);
+    const interval = capacity.max_rate_per_s_interval;
     return {
-      columns: [x, "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s", "feasible"],
+      columns: [
+        x, "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s", "feasible",
+        "ttft_p99_s", "tpot_p99_s", "throughput_requests_per_s", "goodput_requests_per_s",
+      ],
       rows,
       max: capacity.mode === "closed_loop" ? capacity.max_concurrency : capacity.max_rate_per_s,
+      band: interval && capacity.mode !== "closed_loop" ? [interval.low, interval.high] : null,
     };
   }
 
@@ -399,6 +409,59 @@
     return out;
   }
 
+  /* A histogram of /v1/simulate ({edges_s, counts}) as one row per bin: [low_s, high_s, count]. */
+  function histogramTable(hist) {
+    if (!hist) return { columns: ["low_s", "high_s", "count"], rows: [] };
+    const rows = hist.counts.map((count, i) => [hist.edges_s[i], hist.edges_s[i + 1], count]);
+    return { columns: ["low_s", "high_s", "count"], rows };
+  }
+
+  /* The deployments to compare: "GPU[:tpN][:ENGINE]" items separated by commas, each the
+   * simulate body of the form with its hardware, tensor_parallel_size and engine replaced. */
+  function compareBodies(state) {
+    const base = buildRequests(state).simulate;
+    const out = [];
+    for (const item of listOf(state.compare === undefined ? DEFAULTS.compare : state.compare)) {
+      const [hardware, ...rest] = item.split(":").map((part) => part.trim());
+      const deployment = { ...base.deployment };
+      for (const part of rest) {
+        const tp = /^tp(\d+)$/i.exec(part);
+        if (tp) deployment.tensor_parallel_size = Number(tp[1]);
+        else if (part) deployment.engine = part;
+      }
+      out.push({ label: item, body: { ...base, hardware, deployment } });
+    }
+    return out;
+  }
+
+  /* One row per compared deployment ({label, body} of compareBodies) from its /v1/simulate
+   * answer (same traffic, same seed); GPUs per replica = TP × PP × DP of the body. */
+  function compareTable(items, answers) {
+    const columns = [
+      "deployment", "gpus", "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s",
+      "throughput_output_tokens_per_s", "output_tokens_per_s_per_gpu", "slo_attainment", "stable",
+    ];
+    const stat = (metric, s) => (metric ? metric[s] : null);
+    const rows = answers.map((a, i) => {
+      const d = items[i].body.deployment || {};
+      const gpus = (d.tensor_parallel_size || 1) * (d.pipeline_parallel_size || 1) * (d.data_parallel_size || 1);
+      const tokens = a.throughput_output_tokens_per_s;
+      return [
+        items[i].label, gpus, stat(a.ttft_s, "p50"), stat(a.ttft_s, "p95"), stat(a.tpot_s, "p50"),
+        stat(a.tpot_s, "p95"), tokens, tokens === null || tokens === undefined ? null : tokens / gpus,
+        a.slo_attainment === undefined ? null : a.slo_attainment, a.stable,
+      ];
+    });
+    return { columns, rows };
+  }
+
+  /* Every launch command of a sizing answer as one shell script, ranked plans in order. */
+  function commandsScript(sizing) {
+    const lines = ["#!/bin/sh", `# servesize sizing of ${sizing.model}: launch commands per ranked plan`];
+    for (const item of launchCommands(sizing)) lines.push("", `# plan ${item.rank}, ${item.role}`, item.command);
+    return lines.join("\n") + "\n";
+  }
+
   function csvCell(value) {
     if (value === null || value === undefined) return "";
     const text = String(value);
@@ -446,6 +509,10 @@
     rejectedGroups,
     rejectedTable,
     launchCommands,
+    histogramTable,
+    compareBodies,
+    compareTable,
+    commandsScript,
     toCsv,
     encodeState,
     decodeState,
