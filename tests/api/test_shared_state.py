@@ -270,3 +270,19 @@ def test_an_idempotency_key_two_processes_race_on_makes_one_job(
             assert connection.execute(select(func.count()).select_from(Job)).scalar_one() == 1
     finally:
         db_engine.dispose()
+
+
+def test_with_ci_an_unreachable_redis_fails_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import backends_redis
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    monkeypatch.setattr(backends_redis, "REDIS_TEST_URL", f"redis://127.0.0.1:{port}/0")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true requires Redis"):
+        backends_redis.require_redis()
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception):
+        backends_redis.require_redis()
