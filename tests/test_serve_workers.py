@@ -239,3 +239,31 @@ def test_a_job_whose_worker_is_killed_fails_with_a_reason(served: Served) -> Non
     assert job.json()["state"] == "failed"
     assert job.json()["error"]["reason"] == INTERRUPTED_REASON
     assert job.json()["result"] is None
+
+
+@pytest.mark.parametrize(
+    ("env", "refusal"),
+    [
+        ({"STATE_STORE": "memory"}, "STATE_STORE database or redis"),
+        ({"DATABASE_URL": "sqlite:///:memory:"}, "not SQLite :memory:"),
+    ],
+)
+def test_workers_refuse_state_that_one_process_keeps(
+    env: dict[str, str], refusal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from servesize.cli import app
+    from servesize.settings import get_settings
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["serve", "--workers", "2", "--no-migrate"])
+    finally:
+        get_settings.cache_clear()
+        os.environ.pop("WORKERS", None)  # serve --workers sets it for its workers
+    assert result.exit_code == 2
+    assert refusal in result.output

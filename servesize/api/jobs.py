@@ -27,8 +27,9 @@ Several API processes (``servesize serve --workers N``, or several hosts on one 
 executor names itself (:attr:`JobExecutor.process_id`, ``<host>:<pid>:<random>``) as the
 ``owner_process`` of the jobs it queues, with a lease (``JOB_LEASE_S``). A heartbeat thread
 (:meth:`JobExecutor.heartbeat`) renews its leases every third of that, stops its jobs that
-another process's ``DELETE`` cancelled, and fails as interrupted (:data:`INTERRUPTED_REASON`)
-the unfinished jobs whose lease lapsed or whose owner on this host is gone. At start-up a
+ended elsewhere (another process's ``DELETE``, or a lapsed lease), and fails as interrupted
+(:data:`INTERRUPTED_REASON`) the unfinished jobs whose lease lapsed or whose owner on this
+host is gone. At start-up a
 process does the same (:meth:`JobExecutor.fail_unfinished`), so a job never stays ``running``
 after the process running it died; jobs of live processes are left alone.
 """
@@ -287,18 +288,19 @@ class JobExecutor:
             return 0
 
     def heartbeat(self) -> None:
-        """One beat: renew this process's leases, stop its jobs cancelled elsewhere, reap."""
+        """One beat: renew this process's leases, stop its jobs that ended elsewhere (cancelled,
+        or failed after a lapsed lease), reap."""
         try:
             with transaction(self._factory) as session:
                 repo = JobRepository(session)
                 repo.renew_leases(self.process_id, self.lease_deadline())
                 with self._lock:
                     running = list(self._jobs)
-                cancelled = repo.cancelled_of(self.process_id, running)
+                ended = repo.ended_of(self.process_id, running)
         except SQLAlchemyError as exc:
             log.warning("job leases not renewed: %s", type(exc).__name__)
             return
-        for job_id in cancelled:
+        for job_id in ended:
             self.cancel(job_id)
         self.reap()
 

@@ -336,9 +336,10 @@ class JobRepository:
         )
         return int(getattr(done, "rowcount", 0))
 
-    def cancelled_of(self, owner_process: str, job_ids: Sequence[str]) -> list[str]:
-        """Those of ``job_ids`` (run by ``owner_process``) that are cancelled in the database,
-        perhaps by another process's ``DELETE``."""
+    def ended_of(self, owner_process: str, job_ids: Sequence[str]) -> list[str]:
+        """Those of ``job_ids`` (run by ``owner_process``) that ended in the database while
+        its process still runs them: cancelled by another process's ``DELETE``, or failed as
+        interrupted by another process that found the lease lapsed."""
         if not job_ids:
             return []
         return list(
@@ -346,7 +347,7 @@ class JobRepository:
                 select(Job.id).where(
                     Job.id.in_(job_ids),
                     Job.owner_process == owner_process,
-                    Job.state == "cancelled",
+                    Job.state.not_in(ACTIVE_JOB_STATES),
                 )
             )
         )
