@@ -182,7 +182,10 @@ def _insert_or_replay(
         if row.idempotency_key is None:
             raise
         with transaction(factory) as session:
-            return _replayed(JobRepository(session), key, row.idempotency_key, sha)
+            earlier = _replayed(JobRepository(session), key, row.idempotency_key, sha)
+        if earlier is None:  # refused for another reason
+            raise
+        return earlier
     return None
 
 
