@@ -8,7 +8,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -71,6 +71,29 @@ class Settings(BaseSettings):
     job_workers: int | None = Field(default=None, ge=1, le=256)
     """Processes of the embedded job pool (``POST /v1/jobs``); unset: ``os.cpu_count()``."""
 
+    workers: int = Field(default=1, ge=1, le=64)
+    """API processes ``servesize serve`` starts (uvicorn workers on one socket). Above 1, rate
+    limits, the sizing answer cache and job state are shared through the state store, and
+    ``/metrics`` sums every process (prometheus_client multiprocess mode)."""
+
+    state_store: Literal["memory", "database", "redis"] | None = None
+    """Where rate-limit counters and cached sizing answers live. Unset: ``redis`` when
+    ``REDIS_URL`` is set, else ``database`` when ``WORKERS`` > 1, else ``memory`` (this process
+    only). Set ``database`` when several separate ``servesize serve`` share one database."""
+
+    redis_url: str | None = None
+    """``redis://host:6379/0``: the shared state store (rate limits, sizing answers)."""
+
+    redis_key_prefix: str = Field(default="servesize:", min_length=1, max_length=64)
+    """Prefix of every Redis key the service writes (several services may share a Redis)."""
+
+    sizing_cache_ttl_s: float = Field(default=3600.0, gt=0)
+    """How long a shared sizing answer is served from the state store."""
+
+    job_lease_s: float = Field(default=30.0, ge=1)
+    """A running job's lease: its process renews it every third of this; a job whose lease
+    lapsed (its process stopped) is failed as interrupted."""
+
     lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
     """How long a cached hardware profile or custom model is used before it is checked against
     the database again (writes through this process invalidate at once; this bounds how long a
@@ -88,6 +111,20 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = Field(default=None, repr=False)
     """Secret for the keyed hash of API keys. Unset: a random secret stored in the database
     at migration time is used, so API keys survive restarts with no configuration."""
+
+    def shared_store(self) -> Literal["memory", "database", "redis"]:
+        """The state store in effect (see ``state_store``)."""
+        if self.state_store is not None:
+            return self.state_store
+        if self.redis_url:
+            return "redis"
+        return "database" if self.workers > 1 else "memory"
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> Settings:
+        if self.state_store == "redis" and not self.redis_url:
+            raise ValueError("STATE_STORE=redis needs REDIS_URL")
+        return self
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod

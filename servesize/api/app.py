@@ -24,7 +24,14 @@ from servesize.api.middleware import (
     RequestContextMiddleware,
 )
 from servesize.api.openapi import install_openapi, operation_id
-from servesize.api.ratelimit import AUTH_FAILURES_POLICY, RateLimiter, RateLimits, parse_networks
+from servesize.api.ratelimit import (
+    AUTH_FAILURES_POLICY,
+    REQUESTS_POLICY,
+    RateLimiter,
+    RateLimits,
+    SharedRateLimiter,
+    parse_networks,
+)
 from servesize.api.routes import (
     accuracy,
     hardware,
@@ -44,6 +51,7 @@ from servesize.api.routes import (
     slo,
 )
 from servesize.api.routes.models import CatalogIndex
+from servesize.api.shared_state import CounterStore, shared_stores
 from servesize.api.sizing_cache import SizingCache
 from servesize.catalog import ModelCatalog
 from servesize.db.connection import create_db_engine, make_sessionmaker
@@ -59,14 +67,20 @@ Every error is an RFC 9457 problem (`application/problem+json`). Writes need an 
 """
 
 
-def rate_limits(settings: Settings) -> RateLimits:
+def rate_limits(settings: Settings, counters: CounterStore | None = None) -> RateLimits:
     """The app's limits from ``RATE_LIMIT_PER_MINUTE``, ``AUTH_FAILURES_PER_MINUTE`` and
-    ``TRUSTED_PROXIES``."""
+    ``TRUSTED_PROXIES``; counted in ``counters`` (shared by the API processes) when given."""
     requests = settings.rate_limit_per_minute
     failures = settings.auth_failures_per_minute
+
+    def limiter(limit: int, policy: str) -> RateLimiter:
+        if counters is None:
+            return RateLimiter(limit, policy=policy)
+        return SharedRateLimiter(limit, counters, policy=policy)
+
     return RateLimits(
-        requests=RateLimiter(requests) if requests else None,
-        auth_failures=RateLimiter(failures, policy=AUTH_FAILURES_POLICY) if failures else None,
+        requests=limiter(requests, REQUESTS_POLICY) if requests else None,
+        auth_failures=limiter(failures, AUTH_FAILURES_POLICY) if failures else None,
         trusted_proxies=parse_networks(settings.trusted_proxies),
     )
 
@@ -91,8 +105,9 @@ def server_options(settings: Settings) -> dict[str, Any]:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app. ``uvicorn --factory servesize.api.app:create_app`` reads the environment;
-    tests pass their own settings. The database pool is created here, not at import time."""
+    """Build the app. ``uvicorn --factory servesize.api.app:create_app`` reads the environment
+    (``servesize serve --workers N`` starts N processes so); tests pass their own settings.
+    The database pool and the shared state stores are created here, not at import time."""
     settings = settings or get_settings()
     configure_logging(settings.log_level)
     in_memory = ":memory:" in settings.database_url  # SQLite's single-connection pool
@@ -110,15 +125,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         jobs = JobExecutor(
-            app.state.sessionmaker, task=job_tasks.compute, workers=settings.job_workers
+            app.state.sessionmaker,
+            task=job_tasks.compute,
+            workers=settings.job_workers,
+            lease_s=settings.job_lease_s,
         )
         await run_in_threadpool(jobs.fail_unfinished)
+        jobs.start_heartbeat()
         app.state.jobs = jobs
         try:
             yield
         finally:
             app.state.jobs = None
             await run_in_threadpool(jobs.shutdown)
+            if stores is not None:
+                stores.close()
+            app.state.metrics.process_stopped()
             db_engine.dispose()
 
     app = FastAPI(
@@ -154,7 +176,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             deadline_s=settings.compute_deadline_s,
         ),
     )
-    app.state.sizing_cache = SizingCache(metrics=app.state.metrics)
+    stores = shared_stores(settings, app.state.sessionmaker)
+    app.state.sizing_cache = SizingCache(
+        metrics=app.state.metrics,
+        shared=stores.answers if stores else None,
+        ttl_s=settings.sizing_cache_ttl_s,
+    )
     install_error_handlers(app)
 
     app.include_router(health.router)
@@ -178,7 +205,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_openapi(app)
     page.install_pages(app)
 
-    app.state.rate_limits = rate_limits(settings)
+    app.state.rate_limits = rate_limits(settings, stores.counters if stores else None)
     app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RateLimitMiddleware, limits=app.state.rate_limits)
     app.add_middleware(HtmlReportMiddleware)  # inside the request id, outside the limits

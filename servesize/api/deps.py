@@ -100,7 +100,11 @@ async def optional_key(request: Request, settings: SettingsDep) -> ApiKey | None
         if token is not None
         else None
     )
-    _settle_rate_limit(request, key)
+    limits = getattr(request.app.state, "rate_limits", None)
+    if isinstance(limits, RateLimits) and limits.shared:
+        await run_in_threadpool(_settle_rate_limit, request, key)
+    else:
+        _settle_rate_limit(request, key)
     if token is None:
         raise UnauthorizedError("the Authorization header must read 'Bearer <key>'")
     if key is None:

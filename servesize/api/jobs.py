@@ -22,6 +22,16 @@ boundary), so a running job stops and its worker process is free for the next on
 
 Every state change is a conditional update (:class:`~servesize.db.repository.JobRepository`):
 a callback that arrives after a cancel, or after a restart failed the job, changes nothing.
+
+Several API processes (``servesize serve --workers N``, or several hosts on one database): each
+executor names itself (:attr:`JobExecutor.process_id`, ``<host>:<pid>:<random>``) as the
+``owner_process`` of the jobs it queues, with a lease (``JOB_LEASE_S``). A heartbeat thread
+(:meth:`JobExecutor.heartbeat`) renews its leases every third of that, stops its jobs that
+ended elsewhere (another process's ``DELETE``, or a lapsed lease), and fails as interrupted
+(:data:`INTERRUPTED_REASON`) the unfinished jobs whose lease lapsed or whose owner on this
+host is gone. At start-up a
+process does the same (:meth:`JobExecutor.fail_unfinished`), so a job never stays ``running``
+after the process running it died; jobs of live processes are left alone.
 """
 
 from __future__ import annotations
@@ -30,11 +40,13 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import secrets
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
@@ -51,6 +63,7 @@ from servesize.db.repository import JobRepository
 from servesize.db.types import utc_now
 
 __all__ = [
+    "INTERRUPTED_REASON",
     "RESTART_REASON",
     "JobExecutor",
     "JobTask",
@@ -62,6 +75,9 @@ __all__ = [
 log = logging.getLogger("servesize.jobs")
 
 RESTART_REASON = "interrupted by a service restart"
+INTERRUPTED_REASON = "interrupted: the process running it stopped"
+_LIVE_EXECUTORS: set[str] = set()
+"""Process ids of the executors running in this process (tests run several apps in one)."""
 CANCEL_POLL_S = 0.05
 """How often a worker's watcher thread checks the job's cancel flag."""
 
@@ -92,6 +108,36 @@ class _Queue(Protocol):
 
 def restart_problem() -> dict[str, Any]:
     return problem_body(503, "job-interrupted", RESTART_REASON, reason=RESTART_REASON)
+
+
+def interrupted_problem() -> dict[str, Any]:
+    return problem_body(503, "job-interrupted", INTERRUPTED_REASON, reason=INTERRUPTED_REASON)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def owner_gone(owner: str, *, host: str | None = None) -> bool:
+    """Whether the process named ``owner`` (``<host>:<pid>:<random>``) is known to have
+    stopped: it ran on this host and its pid is gone, or the pid is this process's and no
+    executor of this process has that name (an earlier process that had the same pid). An
+    owner on another host is judged by its lease alone (``False``)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    owner_host, pid = parts[0], int(parts[1])
+    if owner_host != (host or socket.gethostname()):
+        return False
+    if pid == os.getpid():
+        return owner not in _LIVE_EXECUTORS
+    return not _pid_alive(pid)
 
 
 def _issue_errors(issues: tuple[FieldIssue, ...] | list[FieldIssue]) -> list[dict[str, str]]:
@@ -186,9 +232,20 @@ class JobExecutor:
     """
 
     def __init__(
-        self, factory: sessionmaker[Session], *, task: JobTask, workers: int | None = None
+        self,
+        factory: sessionmaker[Session],
+        *,
+        task: JobTask,
+        workers: int | None = None,
+        lease_s: float = 30.0,
     ) -> None:
         self._factory = factory
+        self.lease_s = lease_s
+        self.process_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        """This executor's name as the ``owner_process`` of its jobs."""
+        _LIVE_EXECUTORS.add(self.process_id)
+        self._beating = threading.Event()
+        self._heart: threading.Thread | None = None
         self._task = task
         self.workers = workers or os.cpu_count() or 1
         self._lock = threading.Lock()
@@ -202,14 +259,60 @@ class JobExecutor:
         self._closed = False
 
     def fail_unfinished(self) -> int:
-        """Jobs a previous process left queued or running are failed with the restart reason
-        (the embedded pool died with that process)."""
+        """At start-up: jobs that name no owner (left by a version that ran one process) are
+        failed with the restart reason, and jobs of stopped owners as interrupted
+        (:meth:`reap`); jobs of live processes are left alone."""
         try:
             with transaction(self._factory) as session:
-                return JobRepository(session).fail_unfinished(restart_problem())
+                unowned = JobRepository(session).fail_unowned(restart_problem())
         except SQLAlchemyError as exc:  # not migrated yet: nothing to recover
             log.warning("jobs left by a previous process not checked: %s", type(exc).__name__)
             return 0
+        return unowned + self.reap()
+
+    def lease_deadline(self) -> datetime:
+        return utc_now() + timedelta(seconds=self.lease_s)
+
+    def reap(self, job_id: str | None = None) -> int:
+        """Fail as interrupted the unfinished jobs (only ``job_id`` when given) whose lease
+        lapsed or whose owner on this host stopped; returns how many."""
+        try:
+            with transaction(self._factory) as session:
+                repo = JobRepository(session)
+                dead = [o for o in repo.active_owners() if owner_gone(o)]
+                return repo.fail_interrupted(
+                    interrupted_problem(), now=utc_now(), dead_owners=dead, job_id=job_id
+                )
+        except SQLAlchemyError as exc:
+            log.warning("interrupted jobs not checked: %s", type(exc).__name__)
+            return 0
+
+    def heartbeat(self) -> None:
+        """One beat: renew this process's leases, stop its jobs that ended elsewhere (cancelled,
+        or failed after a lapsed lease), reap."""
+        try:
+            with transaction(self._factory) as session:
+                repo = JobRepository(session)
+                repo.renew_leases(self.process_id, self.lease_deadline())
+                with self._lock:
+                    running = list(self._jobs)
+                ended = repo.ended_of(self.process_id, running)
+        except SQLAlchemyError as exc:
+            log.warning("job leases not renewed: %s", type(exc).__name__)
+            return
+        for job_id in ended:
+            self.cancel(job_id)
+        self.reap()
+
+    def start_heartbeat(self) -> None:
+        """Beat every third of the lease on a daemon thread until :meth:`shutdown`."""
+
+        def beat() -> None:
+            while not self._beating.wait(self.lease_s / 3):
+                self.heartbeat()
+
+        self._heart = threading.Thread(target=beat, name="job-heartbeat", daemon=True)
+        self._heart.start()
 
     def _start(self) -> tuple[ProcessPoolExecutor, Any, _Queue]:
         if self._pool is None:
@@ -312,6 +415,10 @@ class JobExecutor:
 
     def shutdown(self) -> None:
         """Fail this process's unfinished jobs (restart reason), stop them, join the pool."""
+        self._beating.set()
+        if self._heart is not None:
+            self._heart.join(timeout=5)
+        _LIVE_EXECUTORS.discard(self.process_id)
         with self._lock:
             self._closed = True
             jobs = dict(self._jobs)

@@ -19,7 +19,8 @@ _STANDARD_ATTRS = set(logging.makeLogRecord({}).__dict__) | {
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request_id and any extras."""
+    """One JSON object per line: time, level, logger, message, pid, request_id and any
+    extras."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -27,6 +28,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
+            "pid": record.process,  # which API process (``serve --workers N``) wrote it
         }
         request_id = request_id_var.get()
         if request_id is not None:

@@ -8,6 +8,7 @@ no information a scrape's timestamp does not.
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass, field
 
@@ -20,11 +21,20 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
+    multiprocess,
 )
 
 from servesize import __version__
 
 disable_created_metrics()  # type: ignore[no-untyped-call]
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess_dir() -> str | None:
+    """The directory of multiprocess mode, ``None`` when this process reports alone."""
+    return os.environ.get(MULTIPROC_ENV) or None
+
 
 LATENCY_BUCKETS_S = (
     0.001,
@@ -54,11 +64,15 @@ class HttpMetrics:
         default_factory=lambda: CollectorRegistry(auto_describe=True)
     )
 
+    multiprocess_dir: str | None = field(default_factory=multiprocess_dir)
+    """Set: the samples of every process in this directory are summed at a scrape."""
+
     def __post_init__(self) -> None:
         registry = self.registry
-        ProcessCollector(registry=registry)
-        PlatformCollector(registry=registry)
-        GCCollector(registry=registry)
+        if self.multiprocess_dir is None:
+            ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
+            GCCollector(registry=registry)
         self.requests = Counter(
             "servesize_http_requests",
             "HTTP requests by method, route template and status code.",
@@ -100,8 +114,23 @@ class HttpMetrics:
             "Always 1; the labels name the running build.",
             ["version", "python_version"],
             registry=registry,
+            multiprocess_mode="max",
         )
         build.labels(version=__version__, python_version=platform.python_version()).set(1)
+
+    def scrape_registry(self) -> CollectorRegistry:
+        """What ``/metrics`` renders: this app's registry, or in multiprocess mode a registry
+        that reads every process's files."""
+        if self.multiprocess_dir is None:
+            return self.registry
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return registry
+
+    def process_stopped(self) -> None:
+        """Multiprocess mode: mark this process's live gauge files dead (a stopping worker)."""
+        if self.multiprocess_dir is not None:
+            multiprocess.mark_process_dead(os.getpid(), self.multiprocess_dir)  # type: ignore[no-untyped-call]
 
     def observe(self, *, method: str, route: str, status: int, duration_s: float) -> None:
         self.requests.labels(method=method, route=route, status=str(status)).inc()

@@ -3,12 +3,15 @@ rate limits and body guard."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from servesize.api.input_limits import MAX_JSON_DEPTH, JsonTooDeepError, parse_strict_json
@@ -22,6 +25,9 @@ from servesize.api.ratelimit import (
     RateDecision,
     RateLimits,
 )
+from servesize.api.shared_state import StateStoreUnavailableError
+
+_T = TypeVar("_T")
 
 log = logging.getLogger("servesize.access")
 
@@ -151,14 +157,11 @@ class RateLimitMiddleware:
                 message = {**message, "headers": headers}
             await send(message)
 
-        refusal: RateDecision | None = None
-        if _header(scope, b"authorization") is not None:
-            refusal = limits.failures_spent(address)
-            state[DEFERRED_KEY] = refusal is None
-        else:
-            decision = limits.count_address(address)
-            state[STATE_KEY] = decision
-            refusal = decision if decision is not None and not decision.allowed else None
+        try:
+            refusal = await _call(limits, self._admit, scope, address, state)
+        except StateStoreUnavailableError as exc:
+            await _unavailable_response(scope.get("path"), exc)(scope, receive, send)
+            return
         if refusal is not None:
             state[STATE_KEY] = refusal
             await rate_limited_response(scope.get("path"), refusal)(
@@ -167,7 +170,35 @@ class RateLimitMiddleware:
             return
         await self.app(scope, receive, send_with_limits)
         if state.get(DEFERRED_KEY):
-            limits.count_address(address)  # presented a key nobody checked
+            # Presented a key nobody checked; the response is sent, an outage only logged.
+            with contextlib.suppress(StateStoreUnavailableError):
+                await _call(limits, limits.count_address, address)
+
+    def _admit(self, scope: Scope, address: str, state: dict[str, Any]) -> RateDecision | None:
+        """Count a request without a key against its address; check the failure budget of one
+        that presents a key. The refusal, if any."""
+        limits = self.limits
+        if _header(scope, b"authorization") is not None:
+            refusal = limits.failures_spent(address)
+            state[DEFERRED_KEY] = refusal is None
+            return refusal
+        decision = limits.count_address(address)
+        state[STATE_KEY] = decision
+        return decision if decision is not None and not decision.allowed else None
+
+
+async def _call(limits: RateLimits, function: Callable[..., _T], *args: Any) -> _T:
+    """``function(*args)``, on a worker thread when the limits count in a shared store (a
+    database or Redis round trip must not stall the event loop)."""
+    if limits.shared:
+        return await run_in_threadpool(function, *args)
+    return function(*args)
+
+
+def _unavailable_response(path: str | None, exc: StateStoreUnavailableError) -> Any:
+    return problem_response(
+        exc.status, exc.slug, exc.detail, instance=path, headers=exc.headers, **exc.extensions
+    )
 
 
 def rate_limited_response(path: str | None, decision: RateDecision) -> Any:

@@ -29,6 +29,8 @@ from typing import Any
 
 from starlette.types import Scope
 
+from servesize.api.shared_state import CounterStore
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DRAFT = "draft-ietf-httpapi-ratelimit-headers-10"
@@ -117,6 +119,55 @@ class RateLimiter:
         return f'"{self.policy}";q={self.limit};w={math.ceil(self.window_s)}'
 
 
+class SharedRateLimiter(RateLimiter):
+    """:class:`RateLimiter` whose counters live in a shared store (``STATE_STORE``), so every
+    API process counts against the same budget.
+
+    Windows are aligned to the wall clock (window ``n`` covers ``[n * window_s, (n+1) *
+    window_s)`` in Unix time), so every process agrees on them without talking; the counter key
+    is ``<policy>:<client>:<n>`` and expires with its window.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        store: CounterStore,
+        *,
+        window_s: float = 60.0,
+        policy: str = REQUESTS_POLICY,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(limit, window_s=window_s, policy=policy, clock=clock)
+        self.store = store
+
+    def _window(self, client: str) -> tuple[str, float, float]:
+        """The counter key, the window's end (Unix time) and now."""
+        now = self._clock()
+        index = math.floor(now / self.window_s)
+        return f"{self.policy}:{client}:{index}", (index + 1) * self.window_s, now
+
+    def _shared_decision(
+        self, count: int, end_s: float, now: float, *, allowed: bool
+    ) -> RateDecision:
+        return RateDecision(
+            policy=self.policy,
+            allowed=allowed,
+            limit=self.limit,
+            remaining=max(0, self.limit - count),
+            reset_s=max(1, math.ceil(end_s - now)),
+        )
+
+    def hit(self, client: str) -> RateDecision:
+        key, end_s, now = self._window(client)
+        count = self.store.incr(key, end_s)
+        return self._shared_decision(count, end_s, now, allowed=count <= self.limit)
+
+    def peek(self, client: str) -> RateDecision:
+        key, end_s, now = self._window(client)
+        count = self.store.get(key)
+        return self._shared_decision(count, end_s, now, allowed=count < self.limit)
+
+
 def parse_networks(value: str | Sequence[str]) -> tuple[Network, ...]:
     """``"10.0.0.0/8, 127.0.0.1"`` (or a list of such) as networks; a bare address is a /32
     (/128). ``ValueError`` names the entry that is not one."""
@@ -185,6 +236,8 @@ class RateLimits:
         self.requests = requests
         self.auth_failures = auth_failures
         self.trusted_proxies = tuple(trusted_proxies)
+        self.shared = any(isinstance(lim, SharedRateLimiter) for lim in (requests, auth_failures))
+        """Counting is a round trip to a shared store (done off the event loop)."""
 
     def policy_header(self) -> str | None:
         """The ``RateLimit-Policy`` field value, ``None`` when no limit is on."""

@@ -25,9 +25,20 @@ def serve(
     no_migrate: Annotated[
         bool, typer.Option("--no-migrate", help="Do not apply pending migrations first.")
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="API processes on the one socket (default: WORKERS, else 1); above 1 they "
+            "share rate limits, cached answers and jobs through the database or Redis.",
+        ),
+    ] = None,
 ) -> None:
     """Apply pending migrations, then serve the API."""
     import logging.config
+    import os
 
     import uvicorn
 
@@ -36,11 +47,60 @@ def serve(
     from servesize.db import migrate
     from servesize.settings import get_settings
 
+    if workers is not None:
+        os.environ["WORKERS"] = str(workers)  # read by every worker's settings
+        get_settings.cache_clear()
     settings = get_settings()
     logging.config.dictConfig(logging_config(settings.log_level))  # Alembic's lines too
+    if settings.workers > 1:
+        _check_shareable(settings.database_url, settings.shared_store())
     if not no_migrate:
         migrate.upgrade(settings.database_url)
-    uvicorn.run(create_app(settings), host=host, port=port, **server_options(settings))
+    if settings.workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, **server_options(settings))
+        return
+    with _multiprocess_metrics():
+        uvicorn.run(
+            "servesize.api.app:create_app",
+            factory=True,
+            workers=settings.workers,
+            host=host,
+            port=port,
+            **server_options(settings),
+        )
+
+
+def _check_shareable(database_url: str, store: str) -> None:
+    if ":memory:" in database_url:
+        refuse("--workers needs a database the processes share, not SQLite :memory:", code=2)
+    if store == "memory":
+        refuse("--workers needs STATE_STORE database or redis, not memory", code=2)
+
+
+@contextmanager
+def _multiprocess_metrics() -> Iterator[None]:
+    """``PROMETHEUS_MULTIPROC_DIR`` for the workers (set before they import
+    prometheus_client): the given directory, else a temporary one removed at exit; emptied of
+    an earlier run's files first."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from servesize.api.metrics import MULTIPROC_ENV
+
+    given = os.environ.get(MULTIPROC_ENV)
+    path = Path(given) if given else Path(tempfile.mkdtemp(prefix="servesize-metrics-"))
+    path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob("*.db"):
+        stale.unlink()
+    os.environ[MULTIPROC_ENV] = str(path)
+    try:
+        yield
+    finally:
+        if not given:
+            shutil.rmtree(path, ignore_errors=True)
+            os.environ.pop(MULTIPROC_ENV, None)
 
 
 @db_app.command("upgrade")

@@ -280,6 +280,12 @@ class Job(Base):
     """The synchronous endpoint's response body, once succeeded."""
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     """An RFC 9457 problem (``status``, ``type`` slug, ``detail``, ...), once failed."""
+    owner_process: Mapped[str | None] = mapped_column(String(128), default=None, index=True)
+    """The API process running it, ``<host>:<pid>:<random>``; ``None`` for rows from before
+    several processes (revision ``2026_12_03_shared_state``)."""
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    """Renewed by the owner's heartbeat while the job is queued or running; once past, the
+    owner is taken to have stopped and the job is failed as interrupted."""
 
 
 class EngineCalibration(Base):
@@ -308,3 +314,25 @@ class EngineCalibration(Base):
     """The engine constants predictions use (``EngineProfile`` fields)."""
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
     """The preview that was applied: constants and errors before/after, per level."""
+
+
+class RateLimitCounter(Base):
+    """One fixed-window request counter shared by the API processes (``STATE_STORE=database``);
+    the key names the policy, the client and the window, so a new window is a new row."""
+
+    __tablename__ = "rate_limit"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class SizingAnswer(Base):
+    """A sizing response shared by the API processes, by its input hash
+    (:func:`servesize.api.sizing_cache.sizing_key`), until ``expires_at``."""
+
+    __tablename__ = "sizing_answer"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from servesize.db.models import (
@@ -18,7 +19,9 @@ from servesize.db.models import (
     InstanceSecret,
     Job,
     PlanVerification,
+    RateLimitCounter,
     SavedPlan,
+    SizingAnswer,
 )
 from servesize.db.types import utc_now
 from servesize.security import NewKey, Scope, generate_key, hash_secret, parse_key, verify_secret
@@ -323,6 +326,141 @@ class JobRepository:
             .values(state="failed", finished_at=utc_now(), error=error)
         )
         return int(getattr(done, "rowcount", 0))
+
+    def renew_leases(self, owner_process: str, expires_at: datetime) -> int:
+        """Extend the lease of every unfinished job ``owner_process`` runs; returns how many."""
+        done = self.session.execute(
+            update(Job)
+            .where(Job.owner_process == owner_process, Job.state.in_(ACTIVE_JOB_STATES))
+            .values(lease_expires_at=expires_at)
+        )
+        return int(getattr(done, "rowcount", 0))
+
+    def ended_of(self, owner_process: str, job_ids: Sequence[str]) -> list[str]:
+        """Those of ``job_ids`` (run by ``owner_process``) that ended in the database while
+        its process still runs them: cancelled by another process's ``DELETE``, or failed as
+        interrupted by another process that found the lease lapsed."""
+        if not job_ids:
+            return []
+        return list(
+            self.session.scalars(
+                select(Job.id).where(
+                    Job.id.in_(job_ids),
+                    Job.owner_process == owner_process,
+                    Job.state.not_in(ACTIVE_JOB_STATES),
+                )
+            )
+        )
+
+    def active_owners(self) -> list[str]:
+        """The processes named as owners of unfinished jobs."""
+        return list(
+            self.session.scalars(
+                select(Job.owner_process)
+                .where(Job.state.in_(ACTIVE_JOB_STATES), Job.owner_process.is_not(None))
+                .distinct()
+            )
+        )
+
+    def fail_interrupted(
+        self,
+        error: dict[str, Any],
+        *,
+        now: datetime,
+        dead_owners: Sequence[str] = (),
+        job_id: str | None = None,
+    ) -> int:
+        """Fail unfinished jobs whose lease lapsed before ``now`` or whose owner is one of
+        ``dead_owners`` (only ``job_id`` when given); returns how many."""
+        lapsed = Job.lease_expires_at < now
+        query = update(Job).where(
+            Job.state.in_(ACTIVE_JOB_STATES),
+            Job.owner_process.is_not(None),
+            or_(lapsed, Job.owner_process.in_(dead_owners)) if dead_owners else lapsed,
+        )
+        if job_id is not None:
+            query = query.where(Job.id == job_id)
+        done = self.session.execute(
+            query.values(state="failed", finished_at=utc_now(), error=error)
+        )
+        return int(getattr(done, "rowcount", 0))
+
+    def fail_unowned(self, error: dict[str, Any]) -> int:
+        """Fail unfinished jobs that name no owner process (left by a version that ran one
+        process); returns how many."""
+        done = self.session.execute(
+            update(Job)
+            .where(Job.state.in_(ACTIVE_JOB_STATES), Job.owner_process.is_(None))
+            .values(state="failed", finished_at=utc_now(), error=error)
+        )
+        return int(getattr(done, "rowcount", 0))
+
+
+def _upsert(session: Session, model: type[Any]) -> Any:
+    """The dialect's ``INSERT`` that takes ``ON CONFLICT ... DO UPDATE`` (SQLite ≥ 3.24 and
+    PostgreSQL both have it, with ``RETURNING``)."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(model)
+    if dialect == "sqlite":
+        return sqlite.insert(model)
+    raise NotImplementedError(f"no atomic upsert for {dialect}")
+
+
+class RateLimitRepository:
+    """Fixed-window counters shared by the API processes."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def hit(self, key: str, expires_at: datetime) -> int:
+        """Add one to ``key``'s counter (created at 1) in one statement; the new count."""
+        insert = _upsert(self.session, RateLimitCounter).values(
+            key=key, count=1, expires_at=expires_at
+        )
+        statement = insert.on_conflict_do_update(
+            index_elements=[RateLimitCounter.key],
+            set_={"count": RateLimitCounter.count + 1},
+        ).returning(RateLimitCounter.count)
+        return int(self.session.execute(statement).scalar_one())
+
+    def count(self, key: str) -> int:
+        value = self.session.scalar(
+            select(RateLimitCounter.count).where(RateLimitCounter.key == key)
+        )
+        return int(value or 0)
+
+    def purge(self, now: datetime) -> int:
+        """Delete the counters of windows that ended before ``now``."""
+        done = self.session.execute(
+            delete(RateLimitCounter).where(RateLimitCounter.expires_at < now)
+        )
+        return int(getattr(done, "rowcount", 0))
+
+
+class SizingAnswerRepository:
+    """Sizing responses shared by the API processes, by input hash, until they expire."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, key: str, now: datetime) -> dict[str, Any] | None:
+        return self.session.scalar(
+            select(SizingAnswer.body).where(SizingAnswer.key == key, SizingAnswer.expires_at > now)
+        )
+
+    def put(self, key: str, body: dict[str, Any], expires_at: datetime) -> None:
+        """Store (or replace) the answer; answers that expired are deleted on the way."""
+        self.session.execute(delete(SizingAnswer).where(SizingAnswer.expires_at < utc_now()))
+        insert = _upsert(self.session, SizingAnswer).values(
+            key=key, body=body, expires_at=expires_at
+        )
+        self.session.execute(
+            insert.on_conflict_do_update(
+                index_elements=[SizingAnswer.key],
+                set_={"body": insert.excluded.body, "expires_at": insert.excluded.expires_at},
+            )
+        )
 
 
 class CalibrationRepository:

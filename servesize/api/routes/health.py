@@ -56,5 +56,5 @@ def readyz(request: Request) -> Response:
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(request: Request) -> Response:
-    registry = request.app.state.metrics.registry
+    registry = request.app.state.metrics.scrape_registry()
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

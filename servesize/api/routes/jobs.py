@@ -15,6 +15,8 @@ import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response, status
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
 
 from servesize.api.deps import JobsWriteKey, LookupsDep, OptionalKeyDep, SessionDep
 from servesize.api.errors import (
@@ -167,6 +169,26 @@ def _queued_row(key: ApiKey, kind: str, inner: dict[str, Any], sha: str, ikey: s
     )
 
 
+def _insert_or_replay(
+    factory: sessionmaker[Session], row: Job, key: ApiKey, sha: str
+) -> Job | None:
+    """Store ``row``; when the unique ``(owner_key_id, idempotency_key)`` refuses it (a
+    concurrent submission with the same key won, perhaps in another process), the job that
+    won (or 409 if its body differs)."""
+    try:
+        with transaction(factory) as session:
+            JobRepository(session).add(row)
+    except IntegrityError:
+        if row.idempotency_key is None:
+            raise
+        with transaction(factory) as session:
+            earlier = _replayed(JobRepository(session), key, row.idempotency_key, sha)
+        if earlier is None:  # refused for another reason
+            raise
+        return earlier
+    return None
+
+
 def _load(repo: JobRepository, job_id: str, key: ApiKey) -> Job:
     row = repo.get(job_id)
     if row is None:
@@ -217,8 +239,12 @@ def submit_job(
     except (ApiError, PlanningError, ReplicaError) as exc:
         raise _RequestProblemError(problem_of(exc)) from None
     row = _queued_row(key, body.kind, inner, sha, ikey)
-    with transaction(factory) as session:
-        JobRepository(session).add(row)
+    row.owner_process, row.lease_expires_at = executor.process_id, executor.lease_deadline()
+    earlier = _insert_or_replay(factory, row, key, sha)
+    if earlier is not None:  # another process stored the same Idempotency-Key first
+        response.headers["Location"] = f"/v1/jobs/{earlier.id}"
+        response.headers["Idempotent-Replayed"] = "true"
+        return job_out(earlier)
     executor.submit(row.id, body.kind, inner, inputs)
     response.headers["Location"] = f"/v1/jobs/{row.id}"
     return job_out(row)

@@ -2,7 +2,8 @@
 
 The search runs on the heavy gate (:mod:`servesize.api.compute`: a worker thread, a deadline,
 no database session while it runs), so it does not block the event loop. Answers
-are cached per application (:mod:`servesize.api.sizing_cache`) by a hash of everything they
+are cached per application, and shared by the API processes through ``STATE_STORE``
+(:mod:`servesize.api.sizing_cache`), by a hash of everything they
 depend on: the request, the resolved model config, the hardware profiles (figures, prices,
 versions) and the ids of the measurements read for them.
 """
