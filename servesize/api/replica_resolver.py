@@ -15,7 +15,6 @@ from servesize.api.measured import scaled_tables
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.resolved import ResolvedReplica
 from servesize.core.hardware import HardwareSpec
-from servesize.core.memory import Deployment
 from servesize.core.replica import compile_replica
 from servesize.core.steptime import (
     EngineProfile,
@@ -132,7 +131,7 @@ def compile_inputs(
     replica = compile_replica(
         inputs.model.architecture,
         inputs.hardware,
-        Deployment(**deployment_in.model_dump()),
+        deployment_in.core(),
         inputs.measurements,
         recalibrated_engine(deployment_in.engine, calibration) if calibration else None,
         calibrated=calibrated,

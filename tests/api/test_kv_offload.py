@@ -1,0 +1,112 @@
+"""KV offload through /v1/memory: the host tier's capacity worked by hand, per engine, and the
+refusals that name their field.
+
+Llama-3.1-8B holds ``2 · 32 layers · 8 KV heads · 128 · 2 B = 131,072 B`` of KV per token on
+one GPU (65,536 B at TP 2). A 16-token vLLM block is 2 MiB (1 MiB at TP 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+MODEL = "meta-llama/Llama-3.1-8B"
+H100 = {
+    "name": "H100 SXM",
+    "memory_bytes": 80 * 2**30,
+    "memory_bandwidth_bytes_per_s": 3_350_000_000_000,
+    "peak_tflop_per_s": {"bf16": 989.0, "fp8": 1979.0},
+    "host_link_bytes_per_s": 50_000_000_000,
+}
+
+
+def memory(client: TestClient, deployment: dict[str, Any], hardware: Any = None) -> Any:
+    body = {"model": MODEL, "hardware": hardware or H100, "deployment": deployment}
+    return client.post("/v1/memory", json=body)
+
+
+@pytest.mark.parametrize(("tp", "block_bytes"), [(1, 2**21), (2, 2**20)])
+def test_vllm_size_is_the_replicas_split_over_its_ranks(
+    client: TestClient, tp: int, block_bytes: int
+) -> None:
+    """64 GiB over ``tp`` ranks: ``64 GiB / tp / block_bytes = 32,768`` blocks either way,
+    524,288 tokens per GPU; a block loads in ``block_bytes / 50e9`` s."""
+    deployment = {"max_model_len": 8192, "tensor_parallel_size": tp, "kv_offload": {"size_gib": 64}}
+    response = memory(client, deployment)
+    assert response.status_code == 200, response.text
+    tier = response.json()["host_kv_tier"]
+    assert tier["blocks"] == 32768
+    assert tier["tokens"] == 524288
+    assert tier["block_bytes_per_gpu"] == block_bytes
+    assert tier["block_load_s"] == pytest.approx(block_bytes / 50e9)
+    assert tier["bytes_per_gpu"] == 64 * 2**30 // tp
+    applied = {d["field"]: d["value"] for d in response.json()["defaults_applied"]}
+    assert applied["kv_offload.backend"] == "native"
+
+
+def test_sglang_hicache_size_is_gigabytes_per_rank(client: TestClient) -> None:
+    """``--hicache-size 100``: ``100e9 // 131,072 = 762,939`` tokens, aligned up to 1-token
+    pages as ``(size // 1 + 1) · 1 = 762,940``."""
+    deployment = {
+        "engine": "sglang",
+        "max_model_len": 8192,
+        "kv_offload": {"hicache_size_gb": 100},
+    }
+    response = memory(client, deployment)
+    assert response.status_code == 200, response.text
+    tier = response.json()["host_kv_tier"]
+    assert tier["tokens"] == 762940
+    assert tier["bytes_per_gpu"] == 762940 * 131072
+
+
+def test_sglang_default_ratio_doubles_the_device_pool(client: TestClient) -> None:
+    deployment = {"engine": "sglang", "max_model_len": 8192, "kv_offload": {}}
+    response = memory(client, deployment)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    device = body["kv_capacity_tokens"]
+    assert body["host_kv_tier"]["tokens"] == 2 * device + 1
+    assert body["host_kv_tier"]["cacheable_tokens"] == 2 * device + 1
+
+
+def test_without_offload_there_is_no_host_tier(client: TestClient) -> None:
+    response = memory(client, {"max_model_len": 8192})
+    assert response.status_code == 200, response.text
+    assert response.json()["host_kv_tier"] is None
+
+
+def test_host_link_default_is_pcie_gen4_without_a_profile_figure(client: TestClient) -> None:
+    hardware = {k: v for k, v in H100.items() if k != "host_link_bytes_per_s"}
+    response = memory(client, {"max_model_len": 8192, "kv_offload": {"size_gib": 8}}, hardware)
+    tier = response.json()["host_kv_tier"]
+    assert tier["host_link_bytes_per_s"] == 25_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("deployment", "pointer"),
+    [
+        ({"engine": "trtllm", "kv_offload": {"size_gib": 8}}, "/deployment/kv_offload"),
+        ({"kv_offload": {"hicache_ratio": 2.0}}, "/deployment/kv_offload/size_gib"),
+        (
+            {"kv_offload": {"size_gib": 8, "hicache_ratio": 2.0}},
+            "/deployment/kv_offload/hicache_ratio",
+        ),
+        ({"engine_version": "0.11.0", "kv_offload": {"size_gib": 8}}, "/deployment/kv_offload"),
+        ({"engine": "sglang", "kv_offload": {"size_gib": 8}}, "/deployment/kv_offload/size_gib"),
+        (
+            {"engine": "sglang", "enable_prefix_caching": False, "kv_offload": {}},
+            "/deployment/kv_offload",
+        ),
+        ({"kv_offload": {"size_gib": -1}}, "/deployment/kv_offload/size_gib"),
+    ],
+)
+def test_offload_the_engine_lacks_is_a_422_at_its_field(
+    client: TestClient, deployment: dict[str, Any], pointer: str
+) -> None:
+    response = memory(client, {"max_model_len": 8192} | deployment)
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    pointers = [e["pointer"] for e in response.json()["errors"]]
+    assert pointer in pointers, pointers
