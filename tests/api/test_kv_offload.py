@@ -110,3 +110,16 @@ def test_offload_the_engine_lacks_is_a_422_at_its_field(
     assert response.headers["content-type"].startswith("application/problem+json")
     pointers = [e["pointer"] for e in response.json()["errors"]]
     assert pointer in pointers, pointers
+
+
+def test_stored_profiles_carry_their_host_link(client: TestClient) -> None:
+    """The H100 SXM datasheet names PCIe Gen5 x16: 50 GB/s per direction achieved, so a
+    2 MiB block loads in ``2^21 / 5e10`` s; GB200 loads over NVLink-C2C at 450 GB/s."""
+    response = memory(client, {"max_model_len": 8192, "kv_offload": {"size_gib": 8}}, "h100-sxm")
+    assert response.status_code == 200, response.text
+    tier = response.json()["host_kv_tier"]
+    assert tier["host_link_bytes_per_s"] == 50_000_000_000
+    assert tier["block_load_s"] == pytest.approx(2**21 / 5e10)
+    profile = client.get("/v1/hardware/gb200").json()
+    assert profile["host_link_bytes_per_s"] == 450_000_000_000
+    assert profile["host_link_default"] is False

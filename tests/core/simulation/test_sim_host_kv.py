@@ -100,3 +100,39 @@ def test_no_host_tier_is_bit_for_bit_the_old_path() -> None:
     assert np.array_equal(a.first_token_s, b.first_token_s)
     assert a.host_kv_hit_tokens is None
     assert a.host_kv_load_s == 0.0
+
+
+def _preempting(host: HostKVConfig | None) -> SimulationResult:
+    workload = trace_workload(
+        arrival_s=np.array([0.0, 0.0]),
+        prompt_tokens=np.array([8, 4]),
+        output_tokens=np.array([8, 8]),
+        timeout_s=math.inf,
+    )
+    config = SchedulerConfig(
+        max_num_batched_tokens=4096,
+        max_num_seqs=16,
+        block_size_tokens=4,
+        num_kv_blocks=4,
+        host_kv=host,
+    )
+    return simulate(workload, config, _STEP, skip_decode_runs=False)
+
+
+def test_a_preempted_request_loads_its_blocks_back_instead_of_recomputing() -> None:
+    """Pool of 4 blocks of 4. A (prompt 8) and B (prompt 4) prefill together (12 tokens,
+    1.3 s), holding 2 + 1 blocks. Both then need a new block and one is free: B, the newest, is
+    preempted (vLLM recompute) with 4 tokens in KV and 1 generated; A decodes alone, 7 steps of
+    0.2 s, and leaves at 2.7 s. B then recomputes its 5 tokens (0.6 s) and decodes 6 more:
+    3.3 + 1.2 = 4.5 s. With a host tier (vLLM 0.14+) its one full block (4 tokens) comes back in
+    0.25 s and it prefills 1 token (0.2 s): 2.7 + 0.45 + 1.2 = 4.35 s. A host tier that does
+    not reload preempted requests (SGLang) leaves it at 4.5 s."""
+    for host in (None, HostKVConfig(blocks=64, block_load_s=0.25, reload_preempted=False)):
+        plain = _preempting(host)
+        assert plain.num_preemptions.tolist() == [0, 1]
+        assert plain.finish_s.tolist() == pytest.approx([2.7, 4.5])
+    reloaded = _preempting(HostKVConfig(blocks=64, block_load_s=0.25))
+    assert reloaded.num_preemptions.tolist() == [0, 1]
+    assert reloaded.finish_s.tolist() == pytest.approx([2.7, 4.35])
+    assert reloaded.host_kv_hit_tokens is not None
+    assert reloaded.host_kv_hit_tokens.tolist() == [0, 4]
