@@ -123,3 +123,35 @@ def test_stored_profiles_carry_their_host_link(client: TestClient) -> None:
     profile = client.get("/v1/hardware/gb200").json()
     assert profile["host_link_bytes_per_s"] == 450_000_000_000
     assert profile["host_link_default"] is False
+
+
+def test_performance_with_a_host_tier_finds_every_prefix(client: TestClient) -> None:
+    """The README example: 64 prefixes of 8,192 tokens (524,288 tokens) beside a GPU pool of
+    about 431,000 tokens; a 256 GiB host tier (2,097,152 tokens) holds them all, so every
+    prefix is found (``⌊8192/16⌋ · 16 = 8,192`` tokens) and what the GPU misses loads at
+    ``host tokens / 16 · 2^21 / 5e10`` s."""
+    workload = {
+        "concurrency": 16,
+        "input_tokens": 9000,
+        "output_tokens": 200,
+        "prefix": {"shared_prefix_tokens": 8192, "num_prefixes": 64},
+    }
+
+    def perf(deployment: dict[str, Any]) -> Any:
+        body = {"model": MODEL, "hardware": "h100-sxm", "workload": workload}
+        response = client.post("/v1/performance", json=body | {"deployment": deployment})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    plain = perf({"max_model_len": 16384})
+    offload = perf({"max_model_len": 16384, "kv_offload": {"size_gib": 256}})
+    cache = offload["prefix_cache"]
+    assert cache["hit_tokens_per_request"] == pytest.approx(8192.0, rel=1e-9)
+    assert plain["prefix_cache"]["hit_tokens_per_request"] < 8192.0
+    assert cache["host_hit_tokens_per_request"] == pytest.approx(
+        8192.0 - plain["prefix_cache"]["hit_tokens_per_request"], rel=1e-6
+    )
+    assert cache["host_load_s"] == pytest.approx(
+        cache["host_hit_tokens_per_request"] / 16 * 2**21 / 5e10, rel=1e-9
+    )
+    assert offload["ttft_s"] < plain["ttft_s"]
