@@ -155,3 +155,31 @@ def test_performance_with_a_host_tier_finds_every_prefix(client: TestClient) -> 
         cache["host_hit_tokens_per_request"] / 16 * 2**21 / 5e10, rel=1e-9
     )
     assert offload["ttft_s"] < plain["ttft_s"]
+
+
+def test_simulated_host_hits_of_identical_prompts_without_gpu_caching(client: TestClient) -> None:
+    """GPU prefix caching off, as the vLLM blog measured: 512-token identical prompts at a light
+    load; after the warm-up every measured request loads ``⌊511/16⌋ · 16 = 496`` tokens from the
+    host tier (the prefill chunks are written through as they are scheduled)."""
+    traffic = {
+        "mode": "open_loop",
+        "arrival": {"process": "poisson", "rate_per_s": 2.0},
+        "input_tokens": 512,
+        "output_tokens": 16,
+        "num_requests": 60,
+        "warmup_requests": 1,
+        "seed": 1,
+        "prefix": {"shared_prefix_tokens": 512},
+    }
+    deployment = {"enable_prefix_caching": False, "kv_offload": {"size_gib": 16}}
+    body = {"model": MODEL, "hardware": "h100-sxm", "deployment": deployment, "traffic": traffic}
+    response = client.post("/v1/simulate", json=body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["prefix_cache_hit_rate"] is None
+    assert result["host_kv_hit_rate"] == pytest.approx(496 / 512, abs=1e-12)
+    plain = client.post(
+        "/v1/simulate", json=body | {"deployment": {"enable_prefix_caching": False}}
+    )
+    assert plain.json()["host_kv_hit_rate"] is None
+    assert result["ttft_s"]["p50"] < plain.json()["ttft_s"]["p50"]

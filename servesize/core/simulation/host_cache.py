@@ -23,11 +23,12 @@ What it mirrors:
   least recently used leaves (``evict_host``). A retracted request is recomputed.
 
 Modelled as counts, per run of blocks: a prefix ``g`` (its blocks ``0 … len − 1``, key ``g``)
-and each request's own blocks after its prefix (key ``−(r + 1)``). A request's blocks go to the
-host tier when it releases them (finish or preemption; storing earlier changes nothing a later
-hit can see, since its GPU copy is pinned until then). A hit loads ``n`` blocks in
-``n · block_load_s`` (one block's per-GPU bytes over the host link, each TP rank on its own
-link), added to the step that schedules the request, or overlapped with it (SGLang).
+and each request's own blocks after its prefix (key ``−(r + 1)``). A prefill chunk's full
+blocks go to the host tier when its step is scheduled (write-through; the copy itself is
+asynchronous and not charged), and a request's remaining ones (its decoded tokens) when it
+releases them (finish or preemption). A hit loads ``n`` blocks in ``n · block_load_s`` (one
+block's per-GPU bytes over the host link, each TP rank on its own link), added to the step that
+schedules the request, or overlapped with it (SGLang).
 """
 
 from __future__ import annotations
@@ -122,9 +123,20 @@ class HostCache:
         self.hit_tokens[r] += blocks * self.block_size
 
     def store(self, r: int) -> None:
-        """Request ``r`` releases its KV: its full blocks are (already) on the host; the run
-        of its prefix becomes the most recent, then the LRU runs are cut to capacity."""
-        full = int(self.computed[r]) // self.block_size
+        """Request ``r`` releases its KV: its full blocks are (already) on the host."""
+        self.store_upto(r, int(self.computed[r]))
+
+    def store_scheduled(self, ids: np.ndarray, computed_after: np.ndarray) -> None:
+        """The prefill chunks of a step being scheduled: their full blocks are written through
+        (``_get_reqs_to_store`` after each step), so a later request finds them even while
+        these requests still run."""
+        for r, upto in zip(ids.tolist(), computed_after.tolist(), strict=True):
+            self.store_upto(r, upto)
+
+    def store_upto(self, r: int, computed: int) -> None:
+        """Request ``r``'s first ``computed`` tokens are on the host (their full blocks): the
+        run of its prefix becomes the most recent, then the LRU runs are cut to capacity."""
+        full = computed // self.block_size
         if full <= 0:
             return
         g, whole = self._prefix(r)

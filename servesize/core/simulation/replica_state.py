@@ -354,6 +354,8 @@ class ReplicaState:
             self.pool.prefix.cache_scheduled(ids, c_before + tokens)
         is_prefill = c_before < tab.prefill_end_tokens[ids]
         seqs = int(ids.size)
+        if self.pool.host is not None:
+            self.pool.host.store_scheduled(ids[is_prefill], (c_before + tokens)[is_prefill])
         if np.count_nonzero(is_prefill):
             chunk = tokens[is_prefill]
             ctx = c_before[is_prefill]
