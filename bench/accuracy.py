@@ -653,8 +653,17 @@ def main() -> None:
         action="store_true",
         help=f"with --write-intervals: reuse {RESIDUALS_CSV.name} instead of refitting (seconds)",
     )
+    parser.add_argument(
+        "--offload",
+        action="store_true",
+        help="KV offload against the vLLM offloading-connector blog (bench.offload)",
+    )
     args = parser.parse_args()
-    if args.offline:
+    if args.offload:
+        from bench.offload import print_offload
+
+        print_offload()
+    elif args.offline:
         from bench.offline import print_offline
 
         print_offline()

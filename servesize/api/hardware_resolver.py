@@ -40,6 +40,8 @@ def inline_spec(ref: InlineHardware) -> HardwareSpec:
             else None
         ),
         inter_node=inter_node_spec(ref.inter_node),
+        host_link_bytes_per_s=ref.host_link_bytes_per_s,
+        host_memory_bytes=ref.host_memory_bytes,
     )
 
 

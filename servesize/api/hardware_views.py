@@ -10,6 +10,7 @@ from servesize.core.hardware import (
     DEFAULT_GEMM_EFFICIENCY,
     bandwidth_efficiency,
     gemm_efficiency_curves,
+    host_link_bandwidth,
     inter_node_link,
 )
 from servesize.db.models import HardwareMeasurement, HardwareProfile
@@ -172,6 +173,9 @@ def profile_out(
         **summary.model_dump(),
         memory_type=row.memory_type,
         tdp_w=row.tdp_w,
+        host_link_bytes_per_s=host_link_bandwidth(row.to_spec())[0],
+        host_link_default=row.host_link_bytes_per_s is None,
+        host_memory_bytes=row.host_memory_bytes,
         identity_tokens=list(row.identity_tokens),
         source=row.source,
         notes=row.notes,

@@ -15,7 +15,6 @@ from servesize.api.measured import scaled_tables
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.resolved import ResolvedReplica
 from servesize.core.hardware import HardwareSpec
-from servesize.core.memory import Deployment
 from servesize.core.replica import ReplicaCache
 from servesize.core.steptime import (
     EngineProfile,
@@ -133,14 +132,14 @@ def compile_inputs(
 ) -> ResolvedReplica:
     """Compile the replica (a plan that does not fit is the core's ``InsufficientMemoryError``,
         a 422), with the profile's measured tables when the lookup kept them. With ``calibrated``
-        and a recalibration applied to the profile for the deployment's engine, the replica steps
-        with its constants and its memory plan's warnings name it (so every answer says so).
+    and a recalibration applied to the profile for the deployment's engine, the replica steps
+    with its constants and its memory plan's warnings name it (so every answer says so).
     Compiled once per distinct inputs (:data:`REPLICAS`)."""
     calibration = inputs.calibrations.get(deployment_in.engine) if calibrated else None
     replica = REPLICAS.compile(
         inputs.model.architecture,
         inputs.hardware,
-        Deployment(**deployment_in.model_dump()),
+        deployment_in.core(),
         inputs.measurements,
         recalibrated_engine(deployment_in.engine, calibration) if calibration else None,
         calibrated=calibrated,

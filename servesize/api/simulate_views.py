@@ -202,6 +202,7 @@ def simulate_response(
         preemptions=summary.preemptions,
         peak_kv_utilization=summary.peak_kv_utilization,
         prefix_cache_hit_rate=result.prefix_hit_rate,
+        host_kv_hit_rate=result.host_kv_hit_rate,
         memory_bytes_per_gpu=memory.total_bytes_per_gpu,
         littles_law=LittlesLawOut(
             mean_in_system=_finite(lam),

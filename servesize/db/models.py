@@ -100,6 +100,11 @@ class HardwareProfile(Base):
     """The link between nodes (``InterNodeLink`` fields); NULL: the documented default for the
     interconnect (``core.hardware.default_inter_node``)."""
     tdp_w: Mapped[float | None] = mapped_column(Float, default=None)
+    host_link_bytes_per_s: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    """GPU-to-host bandwidth per direction (KV offload loads); NULL: the documented default
+    (``core.hardware.host_link_bandwidth``)."""
+    host_memory_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    """Host memory per GPU; NULL: unknown."""
     price_per_gpu_hour: Mapped[float | None] = mapped_column(Float, default=None)
     price_currency: Mapped[str | None] = mapped_column(String(3), default=None)
     price_as_of: Mapped[date | None] = mapped_column(Date, default=None)
@@ -143,6 +148,8 @@ class HardwareProfile(Base):
             inter_node=inter_node_from_json(self.inter_node),
             memory_type=self.memory_type,
             tdp_w=self.tdp_w,
+            host_link_bytes_per_s=self.host_link_bytes_per_s,
+            host_memory_bytes=self.host_memory_bytes,
         )
 
 

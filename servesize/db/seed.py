@@ -45,6 +45,9 @@ def datasheet_rows(path: Path = GPUS_JSON) -> list[dict[str, Any]]:
                 # Not a column before migration 2026_12_02_inter_node (0003 ignores the key).
                 "inter_node": _inter_node_json(spec),
                 "tdp_w": spec.tdp_w,
+                # Not columns before migration 2026_12_03_host_link.
+                "host_link_bytes_per_s": spec.host_link_bytes_per_s,
+                "host_memory_bytes": None,
                 "price_per_gpu_hour": None,
                 "price_currency": None,
                 "price_as_of": None,
@@ -82,4 +85,15 @@ def datasheet_inter_nodes(path: Path = GPUS_JSON) -> dict[str, dict[str, Any]]:
         link = _inter_node_json(spec)
         if link is not None:
             links[spec.id] = link
+    return links
+
+
+def datasheet_host_links(path: Path = GPUS_JSON) -> dict[str, int]:
+    """The ``host_link_bytes_per_s`` of the datasheet profiles whose entry gives a PCIe
+    generation or an NVLink-C2C part (``core.hardware.datasheet``)."""
+    links: dict[str, int] = {}
+    for entry in datasheet_entries(path):
+        spec = datasheet_spec(entry)
+        if spec.host_link_bytes_per_s is not None:
+            links[spec.id] = spec.host_link_bytes_per_s
     return links

@@ -81,6 +81,16 @@ class HardwareProfileCreate(RequestModel):
         "(NVLink 4+: InfiniBand NDR 400 Gb/s per GPU; none for PCIe).",
     )
     tdp_w: float | None = Field(default=None, gt=0, le=100_000)
+    host_link_bytes_per_s: int | None = Field(
+        default=None,
+        gt=0,
+        le=10**13,
+        description="GPU-to-host bandwidth per direction, for KV offload (PCIe Gen5 x16: about "
+        "5e10 achieved; NVLink-C2C: 4.5e11). Null: 4.5e11 for GH200/GB200/GB300, else 2.5e10.",
+    )
+    host_memory_bytes: int | None = Field(
+        default=None, gt=0, le=2**50, description="Host memory per GPU; null: unknown."
+    )
     price: PriceIn | None = None
     identity_tokens: list[str] | None = Field(
         default=None,
@@ -105,6 +115,16 @@ class HardwareProfilePatch(RequestModel):
     interconnect: InterconnectIn | None = None
     inter_node: InterNodeIn | None = None
     tdp_w: float | None = Field(default=None, gt=0, le=100_000)
+    host_link_bytes_per_s: int | None = Field(
+        default=None,
+        gt=0,
+        le=10**13,
+        description="GPU-to-host bandwidth per direction, for KV offload (PCIe Gen5 x16: about "
+        "5e10 achieved; NVLink-C2C: 4.5e11). Null: 4.5e11 for GH200/GB200/GB300, else 2.5e10.",
+    )
+    host_memory_bytes: int | None = Field(
+        default=None, gt=0, le=2**50, description="Host memory per GPU; null: unknown."
+    )
     price: PriceIn | None = None
     identity_tokens: list[str] | None = None
     source: str | None = Field(default=None, max_length=4000)
@@ -207,6 +227,11 @@ class MeasurementSummary(ResponseModel):
 class HardwareProfileOut(HardwareProfileSummary):
     memory_type: str | None
     tdp_w: float | None
+    host_link_bytes_per_s: int
+    """GPU-to-host bandwidth per direction KV offload loads at (the profile's, or the default)."""
+    host_link_default: bool
+    """True: the profile gives none and ``host_link_bytes_per_s`` is the documented default."""
+    host_memory_bytes: int | None
     identity_tokens: list[str]
     source: str | None
     notes: str | None

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
+from servesize.core.memory import Deployment, KVOffload
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.hardware import InterconnectIn, InterNodeIn, PeakDtype
 from servesize.schemas.models import InlineModel, ModelRef
@@ -45,6 +46,32 @@ class InlineHardware(RequestModel):
     """The link between nodes, for TP × PP groups wider than a node and MoE all-to-alls
     across nodes. Null: the default for the interconnect (NVLink 4+: InfiniBand NDR, 50 GB/s
     per GPU, 5 µs; NVLink 3: HDR, 25 GB/s; none for PCIe)."""
+    host_link_bytes_per_s: int | None = Field(
+        default=None, gt=0, le=10**13, examples=[50_000_000_000]
+    )
+    """GPU-to-host bandwidth per direction that a KV offload tier loads at (PCIe Gen5 x16:
+    about 50 GB/s achieved; NVLink-C2C: 450 GB/s). Null: 450 GB/s for GH200/GB200/GB300 names,
+    else PCIe Gen4's 25 GB/s."""
+    host_memory_bytes: int | None = Field(default=None, gt=0, le=2**50, examples=[274877906944])
+    """Host memory per GPU; a KV offload tier larger than it is warned about. Null: unchecked."""
+
+
+class KVOffloadIn(RequestModel):
+    """A host-memory KV tier in the engine's own terms: vLLM takes ``size_gib`` (and
+    ``backend``), SGLang ``hicache_ratio`` or ``hicache_size_gb``; TensorRT-LLM is refused."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    size_gib: float | None = Field(default=None, gt=0, le=2**20, examples=[64])
+    """vLLM ``--kv-offloading-size``: GiB of host memory for the whole replica, split evenly
+    over its TP × PP ranks (vLLM 0.14.0 and later)."""
+    backend: Literal["native", "lmcache"] | None = Field(default=None, examples=["native"])
+    """vLLM ``--kv-offloading-backend``. Null: ``native`` (the OffloadingConnector)."""
+    hicache_ratio: float | None = Field(default=None, gt=0, le=1000, examples=[2.0])
+    """SGLang ``--hicache-ratio``: host pool tokens per device pool token (default 2)."""
+    hicache_size_gb: int | None = Field(default=None, ge=1, le=2**20, examples=[100])
+    """SGLang ``--hicache-size``: GB (10^9 bytes) of host memory per TP rank; overrides the
+    ratio."""
 
 
 HardwareRef = str | InlineHardware
@@ -119,6 +146,19 @@ class DeploymentIn(RequestModel):
     ``kv_cache_config.enable_block_reuse``). Null: the engine's default — on for vLLM V1
     (0.8.0 and later), SGLang and TensorRT-LLM, off for vLLM V0. It changes predictions only for
     traffic with shared prefixes (``traffic.prefix``, ``workload.prefix``)."""
+    kv_offload: KVOffloadIn | None = Field(default=None, examples=[{"size_gib": 64}])
+    """A host-memory KV tier (vLLM ``--kv-offloading-size``, SGLang
+    ``--enable-hierarchical-cache``): blocks the GPU evicts are kept in host memory and loaded
+    back over the host link instead of recomputed. Null: none."""
+
+    def core(self) -> Deployment:
+        """The core deployment these fields state."""
+        fields = self.model_dump(exclude={"kv_offload"})
+        offload = self.kv_offload
+        return Deployment(
+            **fields,
+            kv_offload=None if offload is None else KVOffload(**offload.model_dump()),
+        )
 
 
 class MemoryRequest(RequestModel):
@@ -203,6 +243,30 @@ class MemoryResponse(ResponseModel):
     engine_log: list[str]
     """Start-up memory lines vLLM would print (e.g. "GPU KV cache size: 1,234,560 tokens");
     empty for other engines."""
+    host_kv_tier: HostKVTierOut | None = None
+    """The second KV tier, in host memory (``deployment.kv_offload``); null without one."""
+
+
+class HostKVTierOut(ResponseModel):
+    """One GPU's host KV tier: what it holds and how fast a block comes back."""
+
+    bytes_per_gpu: int
+    tokens: int
+    """Host KV tokens per GPU, counted as the device pool counts them."""
+    blocks: int
+    block_size: int
+    block_bytes_per_gpu: int
+    host_link_bytes_per_s: int
+    host_link_basis: str
+    block_load_s: float
+    """``block_bytes_per_gpu / host_link_bytes_per_s``."""
+    device_tokens: int
+    cacheable_tokens: int
+    """``max(device, host)`` tokens of distinct cached KV: every computed block is written
+    through to the host, so the host tier also holds the device's blocks. Running requests
+    are resident on the GPU only; the host tier holds cached blocks to load back."""
+    formula: str
+    warnings: list[str]
 
 
 class KvBudgetRequest(RequestModel):

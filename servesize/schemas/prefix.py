@@ -78,6 +78,10 @@ class PrefixCacheOut(ResponseModel):
     """Pool blocks beside the running batch."""
     pinned_blocks: int = Field(examples=[9000])
     evictable_blocks: int = Field(examples=[0])
+    host_hit_tokens_per_request: float = Field(default=0.0, examples=[0.0])
+    """Of the hits, the tokens a host KV tier (``deployment.kv_offload``) loads back."""
+    host_load_s: float = Field(default=0.0, examples=[0.0])
+    """Per request, the time those host hits take over the host link."""
 
     @classmethod
     def of(cls, prefixed: PrefixedEstimate) -> PrefixCacheOut | None:
@@ -94,4 +98,6 @@ class PrefixCacheOut(ResponseModel):
             cache_blocks=c.cache_blocks,
             pinned_blocks=c.pinned_blocks,
             evictable_blocks=c.evictable_blocks,
+            host_hit_tokens_per_request=c.host_hit_tokens_per_request,
+            host_load_s=prefixed.host_load_s,
         )

@@ -580,6 +580,8 @@ class SimulateResponse(ResponseModel):
     peak_kv_utilization: float = Field(examples=[0.12])
     prefix_cache_hit_rate: float | None = Field(default=None, examples=[0.45])
     """Measured prompt tokens served from the prefix cache (null: no cache or no prefixes)."""
+    host_kv_hit_rate: float | None = Field(default=None, examples=[0.2])
+    """Measured prompt tokens loaded from the host KV tier instead (null: no ``kv_offload``)."""
     memory_bytes_per_gpu: int = Field(examples=[72_000_000_000])
     """Peak memory per GPU: the engine preallocates the KV pool, so this is the memory plan's
     total."""

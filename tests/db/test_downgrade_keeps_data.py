@@ -51,6 +51,8 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
     assert described == {
         # the NVL72 datasheet rows (gb200, gb300) store their NVLink domain
         ("hardware_profile.inter_node", 2),
+        # the 16 datasheet rows naming a PCIe generation or NVLink-C2C store their host link
+        ("hardware_profile.host_link_bytes_per_s", 16),
         ("custom_model.owner_key_id", 1),
         ("hardware_profile", profiles),
         ("custom_model", 1),
@@ -62,21 +64,34 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
         assert migrate.is_at_head(db_engine)  # nothing was changed
     finally:
         db_engine.dispose()
-    # Each revision declares what it drops: the newest (shared state) nothing stored, then the
-    # inter_node column (2 values, the NVL72 rows), then the (empty) engine_calibration table,
-    # job, plan_verification and saved_plan, then the owner columns.
-    assert migrate.downgrade_losses(fresh_url, "-1") == []
-    assert [(loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-2")] == [
-        ("hardware_profile.inter_node", 2)
+    # Each revision declares what it drops: the newest the host-link columns (16 values, the
+    # empty host memory), then the shared state (nothing stored), then the inter_node column
+    # (2 values, the NVL72 rows), then the (empty) engine_calibration table, job,
+    # plan_verification and saved_plan, then the owner columns.
+    host_link = [
+        ("hardware_profile.host_link_bytes_per_s", 16),
+        ("hardware_profile.host_memory_bytes", 0),
     ]
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-5")] == [
+    assert [
+        (loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-1")
+    ] == host_link
+    assert [
+        (loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-2")
+    ] == host_link
+    assert [(loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-3")][2] == (
+        "hardware_profile.inter_node",
+        2,
+    )
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-6")] == [
+        "hardware_profile.host_link_bytes_per_s",
+        "hardware_profile.host_memory_bytes",
         "hardware_profile.inter_node",
         "engine_calibration",
         "job",
         "plan_verification",
     ]
-    assert migrate.downgrade_losses(fresh_url, "-6")[4].target == "saved_plan"
-    assert migrate.downgrade_losses(fresh_url, "-7")[5].target == "custom_model.owner_key_id"
+    assert migrate.downgrade_losses(fresh_url, "-7")[6].target == "saved_plan"
+    assert migrate.downgrade_losses(fresh_url, "-8")[7].target == "custom_model.owner_key_id"
 
 
 def test_instance_secret_survives_downgrade_and_upgrade(fresh_url: str) -> None:

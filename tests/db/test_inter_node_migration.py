@@ -59,3 +59,34 @@ def test_nvl72_rows_become_trays_of_one_domain_and_back(fresh_url: str) -> None:
     back = _rows(fresh_url)
     assert back["gb200"] == (72, "absent")
     assert back["h100-sxm"] == (8, "absent")
+
+
+def test_host_link_migration_stores_the_datasheet_links_and_drops_them(fresh_url: str) -> None:
+    """2026_12_03_host_link: H100 SXM (PCIe Gen5) 5e10 B/s, A10G (Gen4) 2.5e10, GB200
+    (NVLink-C2C) 4.5e11; the downgrade drops both columns."""
+    migrate.upgrade(fresh_url)
+    db_engine = create_db_engine(fresh_url)
+    try:
+        with db_engine.connect() as connection:
+            rows: dict[str, int | None] = dict(
+                connection.execute(
+                    text("SELECT id, host_link_bytes_per_s FROM hardware_profile")
+                ).all()
+            )
+    finally:
+        db_engine.dispose()
+    assert rows["h100-sxm"] == 50_000_000_000
+    assert rows["a10g"] == 25_000_000_000
+    assert rows["gb200"] == 450_000_000_000
+    assert rows["h200-sxm"] is None  # its entry names no PCIe generation: the default applies
+    migrate.downgrade(fresh_url, "2026_12_02_inter_node", destroy_data=True)
+    db_engine = create_db_engine(fresh_url)
+    try:
+        with db_engine.connect() as connection:
+            columns = {
+                c["name"] for c in connection.dialect.get_columns(connection, "hardware_profile")
+            }
+    finally:
+        db_engine.dispose()
+    assert "host_link_bytes_per_s" not in columns
+    assert "host_memory_bytes" not in columns

@@ -15,8 +15,10 @@ from servesize.api.lookups import LookupCache
 from servesize.api.models_resolver import ResolvedModel
 from servesize.core.architecture import Architecture
 from servesize.core.hardware import HardwareSpec
-from servesize.core.memory import Deployment, kv_budget, plan_memory
+from servesize.core.memory import kv_budget, plan_memory
+from servesize.core.replica import host_tier
 from servesize.schemas.memory import (
+    HostKVTierOut,
     KvBudgetRequest,
     KvBudgetResponse,
     MemoryRequest,
@@ -40,11 +42,15 @@ async def memory(
         plan = plan_memory(
             model.architecture,
             hardware,
-            Deployment(**body.deployment.model_dump()),
+            body.deployment.core(),
             request_lengths=body.request_lengths,
             request_weights=body.request_weights,
         )
-        return MemoryResponse.model_validate(plan, from_attributes=True)
+        response = MemoryResponse.model_validate(plan, from_attributes=True)
+        tier = host_tier(hardware, plan)
+        if tier is not None:
+            response.host_kv_tier = HostKVTierOut.model_validate(tier, from_attributes=True)
+        return response
 
     return await gates.estimate.run(request, compute, lookup)
 

@@ -8,6 +8,12 @@ from servesize.core.hardware.efficiency import (
     bandwidth_efficiency,
     gemm_efficiency_curves,
 )
+from servesize.core.hardware.hostlink import (
+    NVLINK_C2C_BYTES_PER_S,
+    PCIE_GEN5_HOST_BYTES_PER_S,
+    host_link_bandwidth,
+    pcie_host_link_bytes_per_s,
+)
 from servesize.core.hardware.identity import device_matches, identity_tokens
 from servesize.core.hardware.internode import (
     INFINIBAND_NDR,
@@ -34,6 +40,8 @@ __all__ = [
     "INTER_NODE_KINDS",
     "MAX_ACHIEVED_OVER_PEAK",
     "NVL72_DOMAIN",
+    "NVLINK_C2C_BYTES_PER_S",
+    "PCIE_GEN5_HOST_BYTES_PER_S",
     "PEAK_DTYPES",
     "BandwidthSample",
     "CollectiveSample",
@@ -47,10 +55,12 @@ __all__ = [
     "default_inter_node",
     "device_matches",
     "gemm_efficiency_curves",
+    "host_link_bandwidth",
     "identity_tokens",
     "implausible_values",
     "inter_node_link",
     "inter_node_problem",
     "nvlink_domain_gpus",
+    "pcie_host_link_bytes_per_s",
     "profile_id_for",
 ]

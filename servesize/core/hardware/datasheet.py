@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from servesize.core.hardware.hostlink import NVLINK_C2C_BYTES_PER_S, pcie_host_link_bytes_per_s
 from servesize.core.hardware.internode import NVL72_DOMAIN
 from servesize.core.hardware.spec import HardwareSpec, Interconnect, InterNodeLink
 
@@ -65,6 +66,14 @@ def _inter_node(entry: Mapping[str, Any]) -> InterNodeLink | None:
     return NVL72_DOMAIN if "nvl72_domain" in (entry.get("interconnect") or {}) else None
 
 
+def _host_link(entry: Mapping[str, Any]) -> int | None:
+    """NVL72 parts (Grace-Blackwell): NVLink-C2C; others their PCIe generation's figure."""
+    link = entry.get("interconnect") or {}
+    if "nvl72_domain" in link:
+        return NVLINK_C2C_BYTES_PER_S
+    return pcie_host_link_bytes_per_s(link.get("pcie"))
+
+
 def _watts(value: Any) -> float | None:
     """TDP in watts; a range such as ``"350-400"`` (configurable parts) gives its upper end."""
     if value is None:
@@ -88,6 +97,7 @@ def datasheet_spec(entry: Mapping[str, Any]) -> HardwareSpec:
         peak_tflop_per_s={k: (None if v is None else float(v)) for k, v in peaks.items()},
         interconnect=_interconnect(entry),
         inter_node=_inter_node(entry),
+        host_link_bytes_per_s=_host_link(entry),
         memory_type=entry.get("memory_type"),
         tdp_w=_watts(entry.get("tdp_w")),
         sm_count=None if entry.get("sm_count") is None else int(entry["sm_count"]),

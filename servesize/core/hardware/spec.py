@@ -64,6 +64,11 @@ class HardwareSpec:
     """Streaming multiprocessors (NVIDIA) or compute units (AMD); None when not published."""
     l2_cache_bytes: int | None = None
     boost_clock_hz: float | None = None
+    host_link_bytes_per_s: int | None = None
+    """GPU-to-host bandwidth per direction (PCIe or NVLink-C2C) a KV offload tier loads at; None:
+    :func:`~servesize.core.hardware.host_link_bandwidth` applies the documented default."""
+    host_memory_bytes: int | None = None
+    """Host memory per GPU (the node's DRAM over its GPUs); None: not known, not checked."""
 
     def peak_flop_per_s(self, dtype: str) -> float | None:
         """Dense peak of ``dtype`` in FLOP/s (ops/s for int8); ``None`` when unsupported."""

@@ -52,6 +52,13 @@ from servesize.core.memory.formats import FormatKind, WeightFormat
 from servesize.core.memory.kv import KvLayerSpec, KvLayout, kv_layer_specs, kv_layout
 from servesize.core.memory.kv_format import KV_CACHE_DTYPES, KvCacheFormat, resolve_kv_format
 from servesize.core.memory.ledger import LineItem
+from servesize.core.memory.offload import (
+    HostKVTier,
+    KVOffload,
+    ResolvedKVOffload,
+    host_kv_tier,
+    plan_host_tier,
+)
 from servesize.core.memory.plan import (
     USAGE_CATEGORIES,
     MemoryPlan,
@@ -76,7 +83,9 @@ __all__ = [
     "ConstantRow",
     "Deployment",
     "FormatKind",
+    "HostKVTier",
     "InvalidDeploymentError",
+    "KVOffload",
     "KvBudget",
     "KvBudgetResult",
     "KvCacheFormat",
@@ -86,6 +95,7 @@ __all__ = [
     "MemoryConstants",
     "MemoryPlan",
     "ResolvedDeployment",
+    "ResolvedKVOffload",
     "SglangMemoryDefaults",
     "StageSummary",
     "Suggestions",
@@ -97,10 +107,12 @@ __all__ = [
     "constants_table",
     "device_total_bytes",
     "evaluate_memory",
+    "host_kv_tier",
     "kv_budget",
     "kv_layer_specs",
     "kv_layout",
     "parse_version",
+    "plan_host_tier",
     "plan_memory",
     "resolve_deployment",
     "resolve_kv_format",

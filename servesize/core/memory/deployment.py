@@ -52,6 +52,7 @@ from servesize.core.memory.errors import InvalidDeploymentError
 from servesize.core.memory.kv_format import KV_CACHE_DTYPES, KvCacheFormat, resolve_kv_format
 from servesize.core.memory.multinode import multi_node_problem
 from servesize.core.memory.mxfp4 import resolve_mxfp4_backend
+from servesize.core.memory.offload import KVOffload, ResolvedKVOffload, resolve_kv_offload
 from servesize.core.memory.prefix_caching import prefix_caching_default
 from servesize.core.memory.scheme import WeightScheme, resolve_weight_scheme
 from servesize.core.memory.units import MIB
@@ -107,6 +108,8 @@ class Deployment:
     """vLLM only, MXFP4 experts: ``marlin`` or ``triton`` (:mod:`servesize.core.memory.mxfp4`);
     None: Marlin on GPUs without FP8 tensor cores, else Triton."""
     enable_prefix_caching: bool | None = None
+    kv_offload: KVOffload | None = None
+    """A host-memory KV tier (:mod:`~.offload`); None: none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +155,8 @@ class ResolvedDeployment:
     """vLLM with MXFP4 experts only: ``marlin`` or ``triton``."""
     enable_prefix_caching: bool = False
     """Whether cached prefix blocks are reused (:mod:`~.prefix_caching`)."""
+    kv_offload: ResolvedKVOffload | None = None
+    """The host KV tier (:mod:`~.offload`), None without one."""
     defaults: tuple[AppliedDefault, ...] = ()
 
 
@@ -348,6 +353,14 @@ def resolve_deployment(
     if prefix_caching is None:
         prefix_caching, why = prefix_caching_default(dep.engine, version)
         default("enable_prefix_caching", str(prefix_caching).lower(), why)
+    offload = resolve_kv_offload(
+        dep.kv_offload,
+        engine=dep.engine,
+        version=version,
+        prefix_caching=prefix_caching,
+        issues=issues,
+        default=default,
+    )
 
     dtype = _dtype(arch, dep, issues, default)
     scheme = resolve_weight_scheme(arch.quantization, dep.quantization, dtype)
@@ -408,6 +421,7 @@ def resolve_deployment(
         capacity_scheduler_policy=capacity,
         mxfp4_backend=mxfp4,
         enable_prefix_caching=prefix_caching,
+        kv_offload=offload,
         defaults=tuple(applied),
     )
 

@@ -14,12 +14,20 @@ from typing import Literal
 from servesize.core.architecture import Architecture
 from servesize.core.errors import InsufficientMemoryError
 from servesize.core.hardware import HardwareSpec
-from servesize.core.memory import Deployment, MemoryPlan, ResolvedDeployment, plan_memory
+from servesize.core.memory import (
+    Deployment,
+    HostKVTier,
+    MemoryPlan,
+    ResolvedDeployment,
+    plan_host_tier,
+    plan_memory,
+)
 from servesize.core.replica.errors import MissingInterconnectBandwidthError
 from servesize.core.simulation import (
     ENGINE_PREFIX_CACHING,
     TRTLLM_CAPACITY_POLICIES,
     CapacityPolicy,
+    HostKVConfig,
     KVTransfer,
     SchedulerConfig,
     SchedulingPolicy,
@@ -89,6 +97,11 @@ class Replica:
         return self.memory.deployment
 
     @property
+    def host_kv_tier(self) -> HostKVTier | None:
+        """One GPU's host KV tier (docs/modeling.md §1.10), None without KV offload."""
+        return host_tier(self.hardware, self.memory)
+
+    @property
     def kv_capacity_tokens(self) -> int:
         """KV tokens of the whole data-parallel group (``memory.kv_capacity_tokens`` is one
         rank's): the pool the simulated scheduler holds, ``kv_blocks · dp`` blocks, and so the
@@ -113,6 +126,7 @@ class Replica:
         scheduler, source, warnings = scheduler_config(
             self.memory, policy=policy, chunked_prefill=chunked_prefill
         )
+        scheduler = with_host_kv(scheduler, self.hardware, self.memory)
         transfer, from_hardware = (
             kv_transfer(self.hardware, self.memory, kv_link) if kv_link else (None, False)
         )
@@ -279,6 +293,39 @@ def scheduler_config(
     return config, source, warnings
 
 
+def host_tier(hardware: HardwareSpec, memory: MemoryPlan) -> HostKVTier | None:
+    """The host KV tier of one GPU of the plan's limiting stage, None without KV offload."""
+    res = memory.deployment
+    return plan_host_tier(
+        res.kv_offload,
+        hardware=hardware,
+        kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
+        block_size=memory.kv_block_size,
+        device_tokens=memory.kv_capacity_tokens,
+        tensor_parallel_size=res.tensor_parallel_size,
+        pipeline_parallel_size=res.pipeline_parallel_size,
+    )
+
+
+def with_host_kv(
+    scheduler: SchedulerConfig, hardware: HardwareSpec, memory: MemoryPlan
+) -> SchedulerConfig:
+    """``scheduler`` with the deployment's host KV tier (its blocks pooled over the DP ranks,
+    as the device pool's are; a block loads in ``block_load_s`` on each rank's own link)."""
+    tier = host_tier(hardware, memory)
+    if tier is None or tier.blocks < 1:
+        return scheduler
+    offload = memory.deployment.kv_offload
+    assert offload is not None
+    host = HostKVConfig(
+        blocks=tier.blocks * memory.deployment.data_parallel_size,
+        block_load_s=tier.block_load_s,
+        overlap=offload.overlap,
+        reload_preempted=offload.reloads_preempted,
+    )
+    return replace(scheduler, host_kv=host)
+
+
 def capacity_policy(engine: str, capacity_scheduler_policy: str | None) -> CapacityPolicy:
     """The simulated KV admission and eviction of an engine: TensorRT-LLM's
     ``capacity_scheduler_policy`` as resolved, else the engine's own
@@ -345,6 +392,7 @@ def replica_from_plan(
     scheduler, source, warnings = scheduler_config(
         memory, policy=policy, chunked_prefill=chunked_prefill
     )
+    scheduler = with_host_kv(scheduler, hardware, memory)
     transfer, from_hardware = (
         kv_transfer(hardware, memory, kv_link) if kv_link is not None else (None, False)
     )

@@ -51,6 +51,8 @@ class PrefixedEstimate:
     """Prompt tokens per request taken off the prefill (``h`` rounded to a token)."""
     decode_context_s: float
     """``Δτ`` added to TPOT for the cached prefix in the decode context."""
+    host_load_s: float = 0.0
+    """Per request, the time its host-tier hits take to load (``blocks · block_load_s``)."""
 
 
 def closed_loop_with_prefix(
@@ -79,6 +81,7 @@ def closed_loop_with_prefix(
         return PrefixedEstimate(estimate=first, cache=None, hit_tokens=0, decode_context_s=0.0)
     sched = replica.scheduler
     resident = float(first.resident_sequences[0])
+    host = sched.host_kv
     cache = steady_state_hits(
         prefix,
         input_tokens=input_tokens,
@@ -86,6 +89,7 @@ def closed_loop_with_prefix(
         block_size_tokens=sched.block_size_tokens,
         pool_blocks=sched.num_kv_blocks,
         running_requests=resident,
+        host_blocks=host.blocks if host is not None else 0,
     )
     hit = min(round(cache.hit_tokens_per_request), input_tokens - 1)
     if hit <= 0:
@@ -100,16 +104,40 @@ def closed_loop_with_prefix(
         )
     ).total_s
     delta = max(float(steps[0] - steps[1]), 0.0)
+    load, stall = _host_load(replica, cache, second)
     rate = second.request_rate_per_s
-    rate_after = concurrency / (concurrency / rate + (output_tokens - 1) * delta)
+    cycle_s = concurrency / rate + (output_tokens - 1) * delta
+    rate_after = concurrency / cycle_s
+    if stall > 0.0:
+        rate_after = 1.0 / (1.0 / rate_after + stall)
     estimate = replace(
         second,
         input_tokens=np.asarray(first.input_tokens),
+        ttft_s=second.ttft_s + stall,
         tpot_s=second.tpot_s + delta,
         request_rate_per_s=rate_after,
         throughput_output_tokens_per_s=rate_after * output_tokens,
     )
-    return PrefixedEstimate(estimate=estimate, cache=cache, hit_tokens=hit, decode_context_s=delta)
+    return PrefixedEstimate(
+        estimate=estimate, cache=cache, hit_tokens=hit, decode_context_s=delta, host_load_s=load
+    )
+
+
+def _host_load(
+    replica: Replica, cache: PrefixCacheEstimate, second: ServingEstimate
+) -> tuple[float, float]:
+    """A request's host-tier load time and the stall it adds to the engine's timeline (and to
+    its TTFT): the whole load when the step waits for it (vLLM), what the load exceeds the
+    request's prefill step by when it runs under the forward pass (SGLang), as the simulator
+    charges it (:mod:`servesize.core.simulation.host_cache`)."""
+    host = replica.scheduler.host_kv
+    if host is None or cache.host_hit_tokens_per_request <= 0.0:
+        return 0.0, 0.0
+    load = cache.host_hit_tokens_per_request / replica.scheduler.block_size_tokens
+    load *= host.block_load_s
+    if not host.overlap:
+        return load, load
+    return load, max(load - float(np.asarray(second.prefill_time_s).reshape(-1)[0]), 0.0)
 
 
 def warm_prompt_tokens(replica: Replica, workload: Workload) -> np.ndarray:

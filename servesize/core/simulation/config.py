@@ -199,6 +199,8 @@ class SchedulerConfig:
     output_delay_steps: int = 0
     capacity_policy: CapacityPolicy = "incremental"
     prefix_caching: PrefixCaching = "off"
+    host_kv: HostKVConfig | None = None
+    """A host-memory KV tier (CPU offload, :mod:`.host_cache`); None: none."""
 
     def __post_init__(self) -> None:
         _positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -224,6 +226,37 @@ class SchedulerConfig:
             _positive_int("max_waiting_requests", self.max_waiting_requests)
         if isinstance(self.output_delay_steps, bool) or self.output_delay_steps not in (0, 1):
             raise ValueError(f"output_delay_steps must be 0 or 1, got {self.output_delay_steps!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostKVConfig:
+    """A replica's host-memory KV tier (docs/modeling.md §3.15).
+
+    Attributes
+    ----------
+    blocks : int
+        Host blocks of ``block_size_tokens`` tokens (per GPU, as the device pool counts them).
+    block_load_s : float
+        Seconds to load one block: its per-GPU bytes over the host link
+        (``kv_bytes_per_token_per_gpu · block_size / host_link_bytes_per_s``).
+    overlap : bool
+        True: the load runs layer by layer under the step's forward pass, which then lasts
+        ``max(compute, load)`` (SGLang ``HiCacheController.load``); False: the step waits for it,
+        ``compute + load`` (vLLM's request waits for its blocks before it is scheduled).
+    reload_preempted : bool
+        Whether a preempted request loads its own blocks back instead of recomputing them
+        (vLLM 0.14.0 and later; SGLang retracts and recomputes).
+    """
+
+    blocks: int
+    block_load_s: float
+    overlap: bool = False
+    reload_preempted: bool = True
+
+    def __post_init__(self) -> None:
+        _positive_int("blocks", self.blocks)
+        if not (math.isfinite(self.block_load_s) and self.block_load_s >= 0):
+            raise ValueError(f"block_load_s must be finite and >= 0, got {self.block_load_s}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from servesize.core.simulation.host_cache import HostCache
 from servesize.core.simulation.prefix_cache import PrefixCache
 
 _sum = np.add.reduce
@@ -37,6 +38,7 @@ class KVBlockPool:
         "block_size_tokens",
         "free_blocks",
         "held",
+        "host",
         "prefix",
         "reserves_whole",
         "total_blocks",
@@ -59,6 +61,8 @@ class KVBlockPool:
         self.free_blocks = total_blocks
         self.held = held
         self.prefix: PrefixCache | None = None
+        self.host: HostCache | None = None
+        """The host tier every release is stored to (:mod:`.host_cache`)."""
 
     def blocks_for(self, tokens: int) -> int:
         """``ceil(tokens / block_size)``."""
@@ -149,6 +153,8 @@ class KVBlockPool:
             while need > free:
                 keep -= 1
                 v = ids[keep]
+                if self.host is not None:
+                    self.host.store(v)
                 if self.prefix is None:
                     free += int(held[v])
                 else:
@@ -168,6 +174,8 @@ class KVBlockPool:
 
     def release(self, r: int) -> None:
         """Free every block request ``r`` holds."""
+        if self.host is not None:
+            self.host.store(r)
         if self.prefix is None:
             self.free_blocks += int(self.held[r])
         else:
@@ -176,7 +184,7 @@ class KVBlockPool:
 
     def release_many(self, ids: np.ndarray) -> None:
         """Free every block the requests ``ids`` hold."""
-        if self.prefix is not None:
+        if self.prefix is not None or self.host is not None:
             for r in ids.tolist():
                 self.release(r)
             return

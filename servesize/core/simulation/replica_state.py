@@ -20,6 +20,7 @@ import numpy as np
 
 from servesize.core.simulation._log import StepLog
 from servesize.core.simulation.config import SGLANG_INIT_NEW_TOKEN_RATIO, SchedulerConfig
+from servesize.core.simulation.host_cache import HostCache
 from servesize.core.simulation.kv_pool import KVBlockPool
 from servesize.core.simulation.prefix_cache import PrefixCache
 from servesize.core.simulation.requests import (
@@ -103,6 +104,19 @@ class ReplicaState:
                 block_size_tokens=config.block_size_tokens,
                 total_blocks=config.num_kv_blocks,
                 eviction=config.prefix_caching,
+            )
+        host = config.host_kv
+        if host is not None and not remote_kv:
+            self.pool.host = HostCache(
+                capacity_blocks=host.blocks,
+                block_size_tokens=config.block_size_tokens,
+                block_load_s=host.block_load_s,
+                overlap=host.overlap,
+                reload_own=host.reload_preempted,
+                computed=table.computed_tokens,
+                num_tokens=table.num_tokens,
+                group=table.prefix_group,
+                shared_tokens=table.prefix_shared_tokens,
             )
         self.running = np.zeros(0, dtype=np.int64)
         self.waiting: deque[int] = deque()
@@ -340,6 +354,8 @@ class ReplicaState:
             self.pool.prefix.cache_scheduled(ids, c_before + tokens)
         is_prefill = c_before < tab.prefill_end_tokens[ids]
         seqs = int(ids.size)
+        if self.pool.host is not None:
+            self.pool.host.store_scheduled(ids[is_prefill], (c_before + tokens)[is_prefill])
         if np.count_nonzero(is_prefill):
             chunk = tokens[is_prefill]
             ctx = c_before[is_prefill]
@@ -353,6 +369,10 @@ class ReplicaState:
             decodes = seqs
             context = int(_sum(c_before)) + seqs
         duration = self._step_duration(prefill_tokens, attention, decodes, context, seqs)
+        host = self.pool.host
+        if host is not None and host.pending_load_s:
+            load = host.take_pending()
+            duration = max(duration, load) if host.overlap else duration + load
         row = self.log.append_row(
             t,
             duration,

@@ -171,6 +171,11 @@ class SimulationResult:
     prefix_hit_tokens: np.ndarray | None = None
     """Prompt tokens each request found in its replica's prefix cache (summed over its
     admissions; None without a prefix cache)."""
+    host_kv_hit_tokens: np.ndarray | None = None
+    """Tokens each request loaded from its replica's host KV tier (summed over its admissions;
+    None without one)."""
+    host_kv_load_s: float = 0.0
+    """Seconds of host-to-GPU loads, over all replicas and the whole run."""
 
     # ----------------------------------------------------------------- per request
 
@@ -184,6 +189,16 @@ class SimulationResult:
         m = self.in_window
         queried = int(self.prompt_tokens[m].sum())
         return float(self.prefix_hit_tokens[m].sum()) / queried if queried else 0.0
+
+    @property
+    def host_kv_hit_rate(self) -> float | None:
+        """Share of the measured requests' prompt tokens loaded from the host KV tier; None
+        without one."""
+        if self.host_kv_hit_tokens is None:
+            return None
+        m = self.in_window
+        queried = int(self.prompt_tokens[m].sum())
+        return float(self.host_kv_hit_tokens[m].sum()) / queried if queried else 0.0
 
     @property
     def ok(self) -> np.ndarray:

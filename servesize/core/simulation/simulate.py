@@ -327,6 +327,12 @@ def _collect_result(
         hits = np.zeros(table.size, dtype=np.int64)
         for c in caches:
             hits += c.hit_tokens
+    hosts = [s.pool.host for s in sims if s.pool.host is not None]
+    host_hits = None
+    if hosts:
+        host_hits = np.zeros(table.size, dtype=np.int64)
+        for h in hosts:
+            host_hits += h.hit_tokens
     return SimulationResult(
         arrival_s=table.arrival_s.copy(),
         prompt_tokens=table.prompt_tokens.copy(),
@@ -368,6 +374,8 @@ def _collect_result(
         closed_loop=closed_loop,
         warnings=(CLOSED_LOOP_WARNING,) if closed_loop else (),
         prefix_hit_tokens=hits,
+        host_kv_hit_tokens=host_hits,
+        host_kv_load_s=float(sum(h.load_s for h in hosts)),
     )
 
 

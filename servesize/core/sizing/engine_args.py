@@ -210,6 +210,11 @@ def vllm_args(
     args += ["--max-model-len", str(res.max_model_len)]
     if res.enforce_eager:
         args.append("--enforce-eager")
+    offload = res.kv_offload
+    if offload is not None and offload.size_gib is not None:
+        # vllm/config/kv_offloading.py: the replica's GiB, split over its TP x PP ranks.
+        args += ["--kv-offloading-size", f"{offload.size_gib:g}"]
+        args += ["--kv-offloading-backend", offload.backend or "native"]
     if role != "both":
         args += ["--kv-transfer-config", json.dumps(_VLLM_KV_TRANSFER, separators=(",", ":"))]
     return args
@@ -264,6 +269,13 @@ def sglang_args(
     args += ["--page-size", str(res.block_size)]
     if not res.enable_prefix_caching:
         args.append("--disable-radix-cache")
+    offload = res.kv_offload
+    if offload is not None:
+        args.append("--enable-hierarchical-cache")
+        if offload.hicache_size_gb is not None:
+            args += ["--hicache-size", str(offload.hicache_size_gb)]
+        else:
+            args += ["--hicache-ratio", f"{offload.hicache_ratio:g}"]
     kv = "auto" if _model_kv(res) else _SGLANG_KV.get(res.kv_cache.name, "auto")
     args += ["--kv-cache-dtype", kv, "--context-length", str(res.max_model_len)]
     if role != "both":

@@ -127,6 +127,12 @@ class PrefixCacheEstimate:
         Blocks held by running requests, a prefix shared by several counted once.
     evictable_blocks : int
         Cached prefix blocks no running request holds (free to evict, kept until needed).
+    host_hit_tokens_per_request : float
+        Of ``hit_tokens_per_request``, the tokens a host KV tier serves (loaded back, not
+        recomputed); 0 without one.
+    host_hit_probability : float
+        ``p_host``: the probability that a prefix is in the host tier (Che's approximation on
+        the host's LRU); 0 without one.
     """
 
     hit_tokens_per_request: float
@@ -135,6 +141,8 @@ class PrefixCacheEstimate:
     cache_blocks: int
     pinned_blocks: int
     evictable_blocks: int
+    host_hit_tokens_per_request: float = 0.0
+    host_hit_probability: float = 0.0
 
 
 def che_lru_hit_probability(
@@ -177,6 +185,7 @@ def steady_state_hits(
     block_size_tokens: int,
     pool_blocks: int,
     running_requests: float,
+    host_blocks: int = 0,
 ) -> PrefixCacheEstimate:
     """Expected cache hits of one request of a steady workload (module docstring).
 
@@ -186,6 +195,14 @@ def steady_state_hits(
     ``D = K (1 − (1 − f / K)^n)`` prefixes for ``n`` running requests. A measured hit rate
     ``h`` gives ``h · ISL`` tokens (floored to whole blocks, at most ``ISL − 1``) and no LRU
     estimate.
+
+    A host tier of ``host_blocks`` (every computed block written through to it, so it holds
+    the device's blocks as well) is an LRU on the same reference stream: its characteristic time
+    solves Che's equation with the host's capacity and every request's full blocks,
+    ``u_h = ⌊(ISL + OSL)/block⌋ − f·S_b``, giving ``p_host``. A prefix is found when it is
+    pinned, in the GPU's LRU part or in the host's (the events nest: referenced within the
+    shorter or the longer characteristic time), ``p = D/K + (1 − D/K)·max(p_LRU, p_host)``;
+    the host serves the share ``(1 − D/K)·max(p_host − p_LRU, 0)``.
     """
     bs = block_size_tokens
     per_request = -(-(input_tokens + output_tokens // 2) // bs)
@@ -212,7 +229,13 @@ def steady_state_hits(
     unique = (-(-(input_tokens + output_tokens) // bs)) - f * prefix_blocks
     # A prefix some running request holds is pinned, so hit; the others are in the LRU order.
     p_lru = che_lru_hit_probability(k, prefix_blocks, f, unique, cache)
-    p_hit = in_use / k + (1.0 - in_use / k) * p_lru
+    p_host = 0.0
+    if host_blocks > 0:
+        stored = (input_tokens + output_tokens) // bs - f * prefix_blocks
+        p_host = che_lru_hit_probability(k, prefix_blocks, f, stored, host_blocks)
+    idle_share = 1.0 - in_use / k
+    host_share = idle_share * max(p_host - p_lru, 0.0)
+    p_hit = in_use / k + idle_share * p_lru + host_share
     idle_prefixes = max(k - in_use, 0.0)
     evictable = min(cache, math.floor(idle_prefixes * prefix_blocks * p_lru + 1e-9))
     return PrefixCacheEstimate(
@@ -222,4 +245,6 @@ def steady_state_hits(
         cache_blocks=cache,
         pinned_blocks=pinned,
         evictable_blocks=evictable,
+        host_hit_tokens_per_request=f * hit_blocks * bs * host_share,
+        host_hit_probability=p_host,
     )

@@ -160,11 +160,18 @@ class BatchFormation(ABC):
         pool = state.pool
         held = int(pool.held[r])
         hit = touched = 0
-        if pool.prefix is not None and c == 0:
+        fresh = c == 0
+        if pool.prefix is not None and fresh:
             # Cached prefix blocks count as computed (vLLM ``get_computed_blocks``).
             hit, touched = pool.prefix.lookup(r, pool.free_blocks)
             c = hit * self.block_size
             held += hit
+        loaded = 0
+        if pool.host is not None and fresh:
+            # Blocks after the GPU hit that the host tier holds are loaded, not recomputed
+            # (vLLM ``OffloadingConnectorScheduler.get_num_new_matched_tokens``).
+            loaded = pool.host.lookup(r, hit)
+            c += loaded * self.block_size
         want = total - c
         if not self.chunks_prompts and want > left:
             return 0
@@ -176,9 +183,13 @@ class BatchFormation(ABC):
         if hit:
             if not pool.admit_with_hit(r, need, gate, hit, touched):
                 return 0
-            tab.computed_tokens[r] = c
         elif not pool.admit(r, need, gate):
             return 0
+        if hit or loaded:
+            tab.computed_tokens[r] = c
+        if loaded:
+            assert pool.host is not None
+            pool.host.acquire(r, loaded)
         tab.is_running[r] = True
         if math.isnan(tab.first_scheduled_s[r]):
             tab.first_scheduled_s[r] = t

@@ -72,8 +72,11 @@ def admission_estimate_tokens(state: ReplicaState, r: int) -> int:
     computed = int(tab.computed_tokens[r])
     extend = int(tab.num_tokens[r]) - computed
     pool = state.pool
-    if pool.prefix is not None and computed == 0:
-        extend -= pool.prefix.lookup(r, pool.free_blocks)[0] * pool.block_size_tokens
+    if computed == 0:
+        hit = pool.prefix.lookup(r, pool.free_blocks)[0] if pool.prefix is not None else 0
+        if pool.host is not None:
+            hit += pool.host.lookup(r, hit)
+        extend -= hit * pool.block_size_tokens
     return extend + _max_new_left(state, r) + state.pool.block_size_tokens
 
 
