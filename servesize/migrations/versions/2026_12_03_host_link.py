@@ -1,7 +1,7 @@
 """the GPU-to-host link and host memory of a hardware profile, for KV offload
 
 Revision ID: 2026_12_03_host_link
-Revises: 2026_12_02_inter_node
+Revises: 2026_12_03_shared_state
 Create Date: 2026-12-03
 """
 
