@@ -1,4 +1,4 @@
-"""Power and energy (docs/modeling.md §3.15) against numbers worked out by hand."""
+"""Power and energy (docs/modeling.md, "Energy and power") against numbers worked out by hand."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Power and energy of serving: GPU power from step activity, energy per request and per
-output token (docs/modeling.md §3.15)."""
+output token (docs/modeling.md, "Energy and power")."""
 
 from servesize.core.energy.estimate import (
     JOULES_PER_KWH,

@@ -1,7 +1,8 @@
-"""Energy per request and per output token of a replica at a load (docs/modeling.md §3.15).
+"""Energy per request and per output token of a replica at a load.
 
-A replica of ``g`` GPUs (TP × PP × DP, all at the same power by symmetry) serving ``λ``
-requests/s of ``n`` output tokens: a request keeps the GPUs busy for
+See docs/modeling.md, "Energy and power". A replica of ``g`` GPUs (TP × PP × DP, all at
+the same power by symmetry) serving ``λ`` requests/s of ``n`` output tokens: a request
+keeps the GPUs busy for
 
     b = t_prefill / DP + (n − 1) · τ_decode / B
 

@@ -1,4 +1,4 @@
-"""GPU power as a function of what a step keeps busy (docs/modeling.md §3.15).
+"""GPU power as a function of what a step keeps busy (docs/modeling.md, "Energy and power").
 
 A GPU draws static power whenever it is on and dynamic power in proportion to circuit
 activity (the split the ML.ENERGY Leaderboard v3.0 analysis reasons with, "Static Power

@@ -1,0 +1,106 @@
+"""Energy in /v1/performance: bounds worked by hand, and uploaded NVML power in place of TDP."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from servesize.security import Scope
+
+# H100 SXM: TDP 700 W, idle 0.115 · 700 = 80.5 W. A batch-one decode is memory-bound
+# (weights streamed from HBM), so its activity is at most 0.35 (every second memory-bound):
+# at most 80.5 + 0.35 · 619.5 = 297.3 W per GPU, at least the idle 80.5 W.
+IDLE_W = 0.115 * 700
+MEMORY_BOUND_MAX_W = IDLE_W + 0.35 * (700 - IDLE_W)
+
+
+def perf(client: TestClient, **body: Any) -> Any:
+    payload = {"model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm"} | body
+    response = client.post("/v1/performance", json=payload)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_a_memory_bound_decode_draws_between_idle_and_the_memory_bound_ceiling(
+    client: TestClient,
+) -> None:
+    body = perf(client, workload={"concurrency": 1, "input_tokens": 128, "output_tokens": 256})
+    energy = body["energy"]
+    assert energy["gpus"] == 1
+    assert energy["power_source"] == "datasheet-tdp"
+    assert IDLE_W < energy["power_per_gpu_w"] <= MEMORY_BOUND_MAX_W
+    # Energy per token is the power over the token rate: J = W · s.
+    per_token = energy["power_w"] / body["throughput_output_tokens_per_s"]
+    assert energy["energy_per_output_token_j"] == pytest.approx(per_token, rel=1e-9)
+    assert energy["energy_per_million_output_tokens_kwh"] == pytest.approx(per_token / 3.6)
+    assert energy["energy_per_request_j"] == pytest.approx(per_token * 256, rel=1e-9)
+
+
+def test_tensor_parallel_counts_every_gpu_and_batching_saves_energy_per_token(
+    client: TestClient,
+) -> None:
+    one = perf(client, workload={"concurrency": 1})["energy"]
+    tp2 = perf(client, deployment={"tensor_parallel_size": 2}, workload={"concurrency": 1})
+    assert tp2["energy"]["gpus"] == 2
+    assert tp2["energy"]["power_w"] == pytest.approx(2 * tp2["energy"]["power_per_gpu_w"])
+    # Two GPUs for less than twice the speed: more energy per token than one GPU.
+    assert tp2["energy"]["energy_per_output_token_j"] > one["energy_per_output_token_j"]
+    # 64 clients share each weight read: per token at least 10x less than one client.
+    many = perf(client, workload={"concurrency": 64})["energy"]
+    assert many["energy_per_output_token_j"] < one["energy_per_output_token_j"] / 10
+
+
+def test_uploaded_power_samples_replace_the_tdp(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    writer = {"Authorization": f"Bearer {create_key(Scope.PROFILES_WRITE)}"}
+    upload = {
+        "provenance": {
+            "agent_version": "0.1.0",
+            "method_version": 1,
+            "host": "gpu-node-1",
+            "device": "cuda:0",
+            "gpu_name": "NVIDIA H100 80GB HBM3",
+            "measured_at": "2026-12-03T10:00:00Z",
+        },
+        "power_samples_w": [640.0, 650.0, 990.0],  # median 650 W
+        "idle_power_samples_w": [70.0, 72.0, 74.0],  # median 72 W
+    }
+    stored = client.post(
+        "/v1/hardware/h100-sxm/measurements",
+        json=upload,
+        headers={**writer, "Idempotency-Key": "power-1"},
+    )
+    assert stored.status_code == 201, stored.text
+    energy = perf(client, workload={"concurrency": 1, "output_tokens": 256})["energy"]
+    assert energy["power_source"] == f"measurement:{stored.json()['id']}"
+    # Memory-bound: between the measured idle and 72 + 0.35 · (650 − 72) = 274.3 W.
+    assert 72.0 < energy["power_per_gpu_w"] <= 72.0 + 0.35 * (650.0 - 72.0)
+
+
+def test_idle_power_above_the_loaded_power_is_refused(
+    client: TestClient, create_key: Callable[..., str]
+) -> None:
+    writer = {"Authorization": f"Bearer {create_key(Scope.PROFILES_WRITE)}"}
+    upload = {
+        "provenance": {
+            "agent_version": "0.1.0",
+            "method_version": 1,
+            "host": "h",
+            "device": "cuda:0",
+            "gpu_name": "NVIDIA H100 80GB HBM3",
+            "measured_at": "2026-12-03T10:00:00Z",
+        },
+        "power_samples_w": [100.0],
+        "idle_power_samples_w": [200.0],
+    }
+    response = client.post(
+        "/v1/hardware/h100-sxm/measurements",
+        json=upload,
+        headers={**writer, "Idempotency-Key": "power-2"},
+    )
+    assert response.status_code == 422
+    assert "idle power" in response.text
