@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from servesize.core.simulation import SchedulingPolicy
 from servesize.schemas.base import RequestModel, ResponseModel
+from servesize.schemas.energy import EnergyOut
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 from servesize.schemas.prefix import PrefixIn
@@ -594,3 +595,7 @@ class SimulateResponse(ResponseModel):
     e2e_s_interval: PredictionIntervalOut | None = None
     throughput_output_tokens_per_s_interval: PredictionIntervalOut | None = None
     """Closed loop only (an open loop's throughput is its arrival rate)."""
+    energy: EnergyOut | None = None
+    """Board power over the measurement window (every replica's GPUs, idle time included) and
+    the energy per completed request and per million output tokens, each step's power from its
+    activity (null without a TDP or measured power)."""

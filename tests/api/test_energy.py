@@ -104,3 +104,57 @@ def test_idle_power_above_the_loaded_power_is_refused(
     )
     assert response.status_code == 422
     assert "idle power" in response.text
+
+
+def test_a_simulated_closed_loop_agrees_with_the_steady_state_energy(client: TestClient) -> None:
+    # Two computations: the simulator sums every recorded step's power; /v1/performance
+    # applies the mean-field formula to its steady state. Same replica, same load.
+    traffic = {
+        "mode": "closed_loop",
+        "concurrency": 16,
+        "input_tokens": 512,
+        "output_tokens": 128,
+        "num_requests": 400,
+        "warmup_requests": 50,
+        "seed": 1,
+    }
+    response = client.post(
+        "/v1/simulate",
+        json={"model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm", "traffic": traffic},
+    )
+    assert response.status_code == 200, response.text
+    simulated = response.json()["energy"]
+    steady = perf(client, workload={"concurrency": 16, "input_tokens": 512, "output_tokens": 128})[
+        "energy"
+    ]
+    assert simulated["gpus"] == 1
+    assert IDLE_W < simulated["power_per_gpu_w"] < 700.0
+    assert simulated["energy_per_output_token_j"] == pytest.approx(
+        steady["energy_per_output_token_j"], rel=0.15
+    )
+
+
+def test_a_lightly_loaded_open_loop_pays_idle_power_between_requests(client: TestClient) -> None:
+    # At 0.5 requests/s a request keeps the GPU busy for its 31 decode steps (each at least
+    # the 4.79 ms weight read, at most about 10 ms alone) and a short prefill: busy between
+    # 0.5 · 31 · 4.79 ms = 7.4 % and 0.5 · 32 · 10 ms = 16 % of the time. Each request
+    # carries at least the static energy of its share of the window, 80.5 W / 0.5 per s =
+    # 161 J, and the power stays within 20 % of the dynamic range above idle.
+    traffic = {
+        "mode": "open_loop",
+        "arrival": {"process": "poisson", "rate_per_s": 0.5},
+        "input_tokens": 256,
+        "output_tokens": 32,
+        "num_requests": 120,
+        "warmup_requests": 10,
+        "seed": 2,
+    }
+    response = client.post(
+        "/v1/simulate",
+        json={"model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm", "traffic": traffic},
+    )
+    assert response.status_code == 200, response.text
+    energy = response.json()["energy"]
+    assert 0.5 * 31 * 4.79e-3 < energy["busy_fraction"] < 0.5 * 32 * 0.010
+    assert energy["power_per_gpu_w"] < IDLE_W + 0.2 * (700 - IDLE_W)
+    assert energy["energy_per_request_j"] > 0.8 * IDLE_W / 0.5

@@ -16,7 +16,7 @@ from servesize.core.energy.power import (
     power_profile,
     step_activity,
 )
-from servesize.core.energy.replica import estimate_energy, replica_gpus
+from servesize.core.energy.replica import estimate_energy, replica_gpus, run_energy
 
 __all__ = [
     "COMMUNICATION_ACTIVITY",
@@ -30,6 +30,7 @@ __all__ = [
     "estimate_energy",
     "power_profile",
     "replica_gpus",
+    "run_energy",
     "simulation_energy",
     "step_activity",
 ]

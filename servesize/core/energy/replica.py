@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from servesize.core.energy.estimate import EnergyEstimate, closed_loop_energy
+from servesize.core.energy.estimate import EnergyEstimate, closed_loop_energy, simulation_energy
 from servesize.core.energy.power import PowerProfile
-from servesize.core.replica import Replica
+from servesize.core.replica import Replica, simulator_step_model
+from servesize.core.simulation import SimulationResult
 from servesize.core.steptime import ServingEstimate
 
-__all__ = ["estimate_energy", "replica_gpus"]
+__all__ = ["estimate_energy", "replica_gpus", "run_energy"]
 
 
 def replica_gpus(replica: Replica) -> int:
@@ -32,4 +33,15 @@ def estimate_energy(
         prefill_time_s=float(estimate.prefill_time_s[index]),
         decode_step_s=float(estimate.decode_step_time_s[index]),
         decode_batch=float(estimate.resident_sequences[index]),
+    )
+
+
+def run_energy(
+    replica: Replica, profile: PowerProfile, result: SimulationResult
+) -> EnergyEstimate | None:
+    """:func:`simulation_energy` of a run of ``replica`` (every simulated replica, both pools
+    of a disaggregated run, with the replica's GPUs), its steps' activity from the step-time
+    model the simulator costed them with."""
+    return simulation_energy(
+        simulator_step_model(replica), profile, result, gpus_per_replica=replica_gpus(replica)
     )
