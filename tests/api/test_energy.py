@@ -158,3 +158,44 @@ def test_a_lightly_loaded_open_loop_pays_idle_power_between_requests(client: Tes
     assert 0.5 * 31 * 4.79e-3 < energy["busy_fraction"] < 0.5 * 32 * 0.010
     assert energy["power_per_gpu_w"] < IDLE_W + 0.2 * (700 - IDLE_W)
     assert energy["energy_per_request_j"] > 0.8 * IDLE_W / 0.5
+
+
+SIZING: dict[str, Any] = {
+    "model": "meta-llama/Llama-3.1-8B",
+    "traffic": {"rate_per_s": 8.0, "input_tokens": 512, "output_tokens": 128},
+    "slo": {"ttft_s": {"p95": 2.0}, "tpot_s": {"p95": 0.1}},
+    "candidates": {
+        "hardware": ["h100-sxm", "a100-sxm-80gb"],
+        "tensor_parallel": [1, 2],
+        "max_num_batched_tokens": [8192],
+        "kv_cache_dtype": ["auto"],
+    },
+    "prices": {"h100-sxm": 10.0, "a100-sxm-80gb": 1.0},
+    "verify_top": 0,
+}
+TDP_W = {"h100-sxm": 700.0, "a100-sxm-80gb": 400.0}
+
+
+def test_sizing_plans_carry_their_fleet_energy_and_can_rank_by_it(client: TestClient) -> None:
+    by_cost = client.post("/v1/sizing", json=SIZING)
+    assert by_cost.status_code == 200, by_cost.text
+    plans = by_cost.json()["plans"]
+    assert plans[0]["hardware"] == "a100-sxm-80gb"  # ten times cheaper per GPU-hour
+    for plan in plans:
+        energy = plan["energy"]
+        tdp = TDP_W[plan["hardware"]]
+        assert energy["gpus"] == plan["total_gpus"]
+        # Every GPU draws between its idle power and its TDP ...
+        assert 0.115 * tdp * plan["total_gpus"] <= energy["power_w"] <= tdp * plan["total_gpus"]
+        # ... and each of the 8 requests/s carries at least the fleet's idle power / 8.
+        assert energy["energy_per_request_j"] >= 0.115 * tdp * plan["total_gpus"] / 8.0
+        assert energy["energy_per_request_j"] == pytest.approx(energy["power_w"] / 8.0)
+    by_energy = client.post("/v1/sizing", json=SIZING | {"rank_by": "energy"})
+    assert by_energy.status_code == 200, by_energy.text
+    ranked = [
+        p["energy"]["energy_per_million_output_tokens_kwh"] for p in by_energy.json()["plans"]
+    ]
+    assert ranked == sorted(ranked)
+    assert len(ranked) == len(plans)
+    # TP2 doubles the GPUs for one replica's load: never the lowest energy here.
+    assert by_energy.json()["plans"][0]["gpus_per_replica"] == 1

@@ -5,8 +5,10 @@ from servesize.core.energy.estimate import (
     JOULES_PER_KWH,
     EnergyEstimate,
     closed_loop_energy,
+    energy_at_busy,
     energy_at_rate,
     simulation_energy,
+    step_activities,
 )
 from servesize.core.energy.power import (
     COMMUNICATION_ACTIVITY,
@@ -26,11 +28,13 @@ __all__ = [
     "EnergyEstimate",
     "PowerProfile",
     "closed_loop_energy",
+    "energy_at_busy",
     "energy_at_rate",
     "estimate_energy",
     "power_profile",
     "replica_gpus",
     "run_energy",
     "simulation_energy",
+    "step_activities",
     "step_activity",
 ]

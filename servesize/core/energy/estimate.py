@@ -36,8 +36,10 @@ __all__ = [
     "JOULES_PER_KWH",
     "EnergyEstimate",
     "closed_loop_energy",
+    "energy_at_busy",
     "energy_at_rate",
     "simulation_energy",
+    "step_activities",
 ]
 
 JOULES_PER_KWH = 3.6e6
@@ -126,6 +128,32 @@ def energy_at_rate(
     busy = min(1.0, rate_per_s * per_request_busy)
     per_gpu = profile.power_w(activity * busy)
     return _estimate(profile, gpus, per_gpu, busy, activity, rate_per_s, output_tokens)
+
+
+def energy_at_busy(
+    profile: PowerProfile,
+    *,
+    gpus: int,
+    rate_per_s: float,
+    output_tokens: float,
+    busy_fraction: float,
+    activity: float,
+) -> EnergyEstimate | None:
+    """``P = P_idle + (P_busy − P_idle) · activity · busy_fraction`` per GPU when the busy
+    fraction is known (a Tier A open-loop point); ``None`` at no load or no output."""
+    if not (rate_per_s > 0 and output_tokens > 0 and gpus > 0):
+        return None
+    busy = min(max(busy_fraction, 0.0), 1.0)
+    per_gpu = profile.power_w(activity * busy)
+    return _estimate(profile, gpus, per_gpu, busy, activity, rate_per_s, output_tokens)
+
+
+def step_activities(
+    model: StepTimeModel, prefill_tokens: float, decode_batch: float, decode_context: float
+) -> tuple[float, float]:
+    """Activity of one prefill chunk of ``prefill_tokens`` (capped at the step budget) and of
+    the decode step of ``decode_batch`` sequences at ``decode_context`` tokens each."""
+    return _activities(model, prefill_tokens, decode_batch, decode_context)
 
 
 def _activities(
