@@ -596,6 +596,4 @@ class SimulateResponse(ResponseModel):
     throughput_output_tokens_per_s_interval: PredictionIntervalOut | None = None
     """Closed loop only (an open loop's throughput is its arrival rate)."""
     energy: EnergyOut | None = None
-    """Board power over the measurement window (every replica's GPUs, idle time included) and
-    the energy per completed request and per million output tokens, each step's power from its
-    activity (null without a TDP or measured power)."""
+    """Power and energy over the window, every replica's GPUs and idle time included."""
