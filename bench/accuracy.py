@@ -653,8 +653,17 @@ def main() -> None:
         action="store_true",
         help=f"with --write-intervals: reuse {RESIDUALS_CSV.name} instead of refitting (seconds)",
     )
+    parser.add_argument(
+        "--energy",
+        action="store_true",
+        help="energy per output token against published measurements (bench.energy, seconds)",
+    )
     args = parser.parse_args()
-    if args.offline:
+    if args.energy:
+        from bench.energy import print_energy
+
+        print_energy()
+    elif args.offline:
         from bench.offline import print_offline
 
         print_offline()
