@@ -56,6 +56,10 @@ def test_tensor_parallel_counts_every_gpu_and_batching_saves_energy_per_token(
 def test_uploaded_power_samples_replace_the_tdp(
     client: TestClient, create_key: Callable[..., str]
 ) -> None:
+    sheet = client.get("/v1/hardware/h100-sxm").json()["power"]
+    assert sheet["busy_w"] == 700.0
+    assert sheet["idle_w"] == pytest.approx(IDLE_W)
+    assert sheet["source"] == "datasheet-tdp"
     writer = {"Authorization": f"Bearer {create_key(Scope.PROFILES_WRITE)}"}
     upload = {
         "provenance": {
@@ -75,8 +79,11 @@ def test_uploaded_power_samples_replace_the_tdp(
         headers={**writer, "Idempotency-Key": "power-1"},
     )
     assert stored.status_code == 201, stored.text
+    source = f"measurement:{stored.json()['id']}"
+    profile = client.get("/v1/hardware/h100-sxm").json()["power"]
+    assert (profile["busy_w"], profile["idle_w"], profile["source"]) == (650.0, 72.0, source)
     energy = perf(client, workload={"concurrency": 1, "output_tokens": 256})["energy"]
-    assert energy["power_source"] == f"measurement:{stored.json()['id']}"
+    assert energy["power_source"] == source
     # Memory-bound: between the measured idle and 72 + 0.35 · (650 − 72) = 274.3 W.
     assert 72.0 < energy["power_per_gpu_w"] <= 72.0 + 0.35 * (650.0 - 72.0)
 
