@@ -658,11 +658,20 @@ def main() -> None:
         action="store_true",
         help="KV offload against the vLLM offloading-connector blog (bench.offload)",
     )
+    parser.add_argument(
+        "--energy",
+        action="store_true",
+        help="energy per output token against published measurements (bench.energy, seconds)",
+    )
     args = parser.parse_args()
     if args.offload:
         from bench.offload import print_offload
 
         print_offload()
+    elif args.energy:
+        from bench.energy import print_energy
+
+        print_energy()
     elif args.offline:
         from bench.offline import print_offline
 

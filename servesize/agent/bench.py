@@ -14,12 +14,13 @@ tools cited below:
 from __future__ import annotations
 
 import socket
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from servesize import __version__
-from servesize.agent.probes import GIB, MIB, Probe
+from servesize.agent.probes import GIB, MIB, DeviceIdentity, Probe
 from servesize.schemas.measurements import (
     BandwidthResult,
     CollectiveResult,
@@ -236,7 +237,18 @@ def measure_suite(
         memory_bandwidth=bandwidth,
         collectives=collectives,
         kernel_launch_overhead_s=launch_s,
+        power_samples_w=list(ident.power_samples_w),
+        idle_power_samples_w=_idle_below_busy(ident),
     )
+
+
+def _idle_below_busy(ident: DeviceIdentity) -> list[float]:
+    """The idle samples when the upload also has busy samples and their median is lower
+    (the upload refuses idle power without or above the power under load)."""
+    busy, idle = ident.power_samples_w, ident.idle_power_samples_w
+    if not busy or not idle or statistics.median(idle) > statistics.median(busy):
+        return []
+    return list(idle)
 
 
 # --------------------------------------------------------------------------------------------

@@ -55,6 +55,16 @@ class DeviceIdentity:
     ecc_enabled: bool | None = None
     mig_mode: bool | None = None
     gpu_count: int = 1
+    power_samples_w: tuple[float, ...] = ()
+    """NVML board power read while compute-bound GEMMs (M >= :data:`POWER_MIN_M`) ran."""
+    idle_power_samples_w: tuple[float, ...] = ()
+    """NVML board power read before any probe ran."""
+
+
+POWER_MIN_M = 1024
+"""GEMMs with at least this many rows are compute-bound on every datacenter GPU: the board
+power read while they run is the busy power (NVML averages it over up to a second, so only
+the longer runs of a shape read their full draw)."""
 
 
 class Probe(Protocol):
@@ -246,6 +256,9 @@ class TorchCudaProbe:
         self._collectives = collectives
         self._cache = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=self._device)
         self._sm_clock_samples_mhz: list[float] = []
+        self._power_samples_w: list[float] = []
+        self._idle_power_samples_w: list[float] = []
+        self._compute_bound = False
         self._nvml: Any = None
         self._handle: Any = None
         try:
@@ -255,6 +268,8 @@ class TorchCudaProbe:
             self._handle = self._nvml_handle()
         except Exception:  # NVML missing (ROCm, nvidia-ml-py not installed): identity from torch
             self._nvml = None
+        for _ in range(3):
+            self._sample_power(self._idle_power_samples_w)
 
     def _nvml_handle(self) -> Any:
         nvml = self._nvml
@@ -310,6 +325,8 @@ class TorchCudaProbe:
             ecc_enabled=ecc,
             mig_mode=mig,
             gpu_count=int(torch.cuda.device_count()),
+            power_samples_w=tuple(self._power_samples_w),
+            idle_power_samples_w=tuple(self._idle_power_samples_w),
         )
 
     def _sample_sm_clock(self) -> None:
@@ -320,6 +337,17 @@ class TorchCudaProbe:
         mhz = _nvml_value(lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))
         if mhz:
             self._sm_clock_samples_mhz.append(float(mhz))
+        if self._compute_bound:
+            self._sample_power(self._power_samples_w)
+
+    def _sample_power(self, into: list[float]) -> None:
+        """Append the board power (``nvmlDeviceGetPowerUsage``, milliwatts) in watts."""
+        nvml, h = self._nvml, self._handle
+        if nvml is None or h is None:
+            return
+        milliwatts = _nvml_value(lambda: nvml.nvmlDeviceGetPowerUsage(h))
+        if milliwatts:
+            into.append(float(milliwatts) / 1000)
 
     # -- timing ----------------------------------------------------------------------------
 
@@ -367,6 +395,7 @@ class TorchCudaProbe:
 
     def time_gemm_s(self, *, dtype: GemmDtype, m: int, n: int, k: int) -> float | None:
         torch = self._torch
+        self._compute_bound = m >= POWER_MIN_M
         try:
             if dtype in ("bf16", "fp16"):
                 return self._time_mm_s(dtype, m=m, n=n, k=k)
@@ -374,6 +403,8 @@ class TorchCudaProbe:
                 return self._time_scaled_mm_s(m=m, n=n, k=k)
         except torch.cuda.OutOfMemoryError:  # a prefill shape too big for a small GPU
             torch.cuda.empty_cache()
+        finally:
+            self._compute_bound = False
         return None
 
     def _time_mm_s(self, dtype: GemmDtype, *, m: int, n: int, k: int) -> float:

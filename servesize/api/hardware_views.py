@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from servesize.api.measured import measured_power
 from servesize.core.hardware import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_GEMM_EFFICIENCY,
@@ -23,6 +24,7 @@ from servesize.schemas.hardware import (
     InterNodeOut,
     MeasurementOut,
     MeasurementSummary,
+    PowerProfileOut,
     PriceOut,
     SourcedValue,
 )
@@ -184,4 +186,14 @@ def profile_out(
         updated_at=row.updated_at,
         latest_measurement=measurement_summary(recent[0]) if recent else None,
         efficiencies=efficiencies(row, recent),
+        power=_power_out(row, recent),
     )
+
+
+def _power_out(
+    row: HardwareProfile, recent: Sequence[HardwareMeasurement]
+) -> PowerProfileOut | None:
+    power = measured_power(row.to_spec(), [(m.id, m.payload) for m in recent])
+    if power is None:
+        return None
+    return PowerProfileOut(busy_w=power.busy_w, idle_w=power.idle_w, source=power.source)

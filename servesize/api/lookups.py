@@ -29,10 +29,11 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from servesize.api.errors import NotFoundError
-from servesize.api.measured import measured_profile
+from servesize.api.measured import measured_power, measured_profile
 from servesize.api.models_resolver import ResolvedModel, parse_inline
 from servesize.catalog import ModelCatalog
 from servesize.core.architecture import parse_architecture
+from servesize.core.energy import PowerProfile
 from servesize.core.hardware import HardwareSpec
 from servesize.core.steptime import MeasuredProfile
 from servesize.db.connection import transaction
@@ -93,6 +94,8 @@ class HardwareEntry:
     """Kernel tables: shipped, scaled to this GPU, or from the newest upload with GEMM rows."""
     calibrations: dict[str, ActiveCalibration] = field(default_factory=dict)
     """The newest applied recalibration per engine."""
+    power: PowerProfile | None = None
+    """Board power: the newest upload's NVML samples, else the datasheet TDP (None: neither)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +241,7 @@ class LookupCache:
                 measurement_ids=tuple(mid for mid, _ in uploads),
                 measured=measured_profile(row.id, uploads, spec),
                 calibrations=calibrations,
+                power=measured_power(spec, uploads),
             )
 
         entry = self._cached("hardware", profile_id, stamp_of, load)

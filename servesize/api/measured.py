@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from servesize.calibration import load_measured_profile, tables_for_gpu
+from servesize.core.energy import PowerProfile, power_profile
 from servesize.core.hardware import HardwareSpec, datasheet_spec
 from servesize.core.steptime import GemmTable, MeasuredProfile
 from servesize.db.seed import datasheet_entries
@@ -99,3 +100,22 @@ def measured_profile(
         return MeasuredProfile(name=f"{profile_id} uploads", gemm=uploaded)
     kept = tuple(t for t in base.gemm if t.dtype not in measured_dtypes)
     return replace(base, gemm=kept + uploaded)
+
+
+def measured_power(
+    hardware: HardwareSpec, uploads: Sequence[tuple[int, Mapping[str, Any]]]
+) -> PowerProfile | None:
+    """The GPU's power profile: the median of the newest upload's ``power_samples_w`` (NVML
+    board power under the GEMM probe) as the busy power and the median of its
+    ``idle_power_samples_w`` as the idle power; the datasheet TDP where none was uploaded."""
+    latest = next(((mid, p) for mid, p in uploads if p.get("power_samples_w")), None)
+    if latest is None:
+        return power_profile(hardware)
+    mid, payload = latest
+    idle = payload.get("idle_power_samples_w") or None
+    return power_profile(
+        hardware,
+        measured_busy_w=float(np.median(payload["power_samples_w"])),
+        measured_idle_w=None if idle is None else float(np.median(idle)),
+        measurement=f"measurement:{mid}",
+    )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from servesize.api.exceptions import UnprocessableError
 from servesize.api.resolved import ResolvedReplica
+from servesize.core.energy import estimate_energy
 from servesize.core.replica import PrefixedEstimate, closed_loop_with_prefix
+from servesize.schemas.energy import EnergyOut
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (
     ArithmeticIntensity,
@@ -100,4 +102,7 @@ def performance_response(
         ],
         warnings=_warnings(built, work, resident),
         prefix_cache=PrefixCacheOut.of(prefixed),
+        energy=EnergyOut.of(
+            None if built.power is None else estimate_energy(built.replica, built.power, estimate)
+        ),
     )

@@ -14,6 +14,7 @@ from servesize.api.lookups import ActiveCalibration, LookupCache
 from servesize.api.measured import scaled_tables
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.resolved import ResolvedReplica
+from servesize.core.energy import PowerProfile, power_profile
 from servesize.core.hardware import HardwareSpec
 from servesize.core.replica import ReplicaCache
 from servesize.core.steptime import (
@@ -53,6 +54,8 @@ class ReplicaInputs:
     measurements: MeasuredProfile | None
     calibrations: dict[str, ActiveCalibration] = field(default_factory=dict)
     """The stored profile's applied recalibrations by engine (none for inline hardware)."""
+    power: PowerProfile | None = None
+    """The GPU's board power (measured or datasheet); None without a TDP or measurement."""
 
 
 class ReplicaRequest(Protocol):
@@ -102,14 +105,17 @@ def lookup_inputs(
         entry = lookups.require_hardware(hardware_ref)
         hardware, measured = entry.spec, entry.measured
         calibrations = entry.calibrations
+        power = entry.power if use_measurements else power_profile(hardware)
     else:
         hardware = inline_spec(hardware_ref)
         measured = scaled_tables(hardware) if use_measurements else None
+        power = power_profile(hardware)
     return ReplicaInputs(
         model=model,
         hardware=hardware,
         measurements=measured if use_measurements else None,
         calibrations=calibrations,
+        power=power,
     )
 
 
@@ -147,4 +153,6 @@ def compile_inputs(
     if calibration is not None:
         memory = replace(replica.memory, warnings=(*replica.memory.warnings, calibration.note()))
         replica = replace(replica, memory=memory)
-    return ResolvedReplica(model=inputs.model, replica=replica, calibration=calibration)
+    return ResolvedReplica(
+        model=inputs.model, replica=replica, calibration=calibration, power=inputs.power
+    )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from servesize.api.models_resolver import ResolvedModel
+from servesize.core.energy import PowerProfile
 from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import MemoryPlan
 from servesize.core.replica import Replica
@@ -26,6 +27,8 @@ class ResolvedReplica:
     replica: Replica
     calibration: ActiveCalibration | None = None
     """The recalibration whose constants the replica steps with, if any."""
+    power: PowerProfile | None = None
+    """The GPU's board power the energy figures use (None: no TDP and no measurement)."""
 
     @property
     def hardware(self) -> HardwareSpec:

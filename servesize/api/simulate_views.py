@@ -8,7 +8,9 @@ import numpy as np
 
 from servesize.api.resolved import ResolvedReplica
 from servesize.api.simulation_runner import SimulationRun
+from servesize.core.energy import run_energy
 from servesize.core.simulation import SLO, LatencyStats, SimulationResult
+from servesize.schemas.energy import EnergyOut
 from servesize.schemas.histograms import HISTOGRAM_BINS, HistogramOut, LatencyHistogramsOut
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.simulate import (
@@ -215,4 +217,7 @@ def simulate_response(
         histograms=_histograms(result) if stable else None,
         defaults_applied=_defaults_out(built, run),
         warnings=warnings,
+        energy=EnergyOut.of(
+            None if built.power is None else run_energy(built.replica, built.power, result)
+        ),
     )

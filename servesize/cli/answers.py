@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from servesize.core.traffic import Workload
     from servesize.prices import PriceQuote
     from servesize.schemas.base import Page
+    from servesize.schemas.energy import EnergyOut
     from servesize.schemas.models import ModelListItem
     from servesize.schemas.performance import PerformanceResponse, WorkloadPoint
     from servesize.schemas.simulate import LatencyOut, SimulateRequest, SimulateResponse
@@ -50,11 +51,20 @@ __all__ = [
 
 Row = Mapping[str, object]
 
+ENERGY_COLUMNS = ("power_w", "energy_per_request_j", "energy_per_million_output_tokens_kwh")
+"""The energy figures every CSV row carries (empty where the answer has none)."""
+
+
+def energy_row(energy: EnergyOut | None) -> dict[str, object]:
+    """:data:`ENERGY_COLUMNS` of an answer's ``energy``."""
+    return {name: getattr(energy, name) if energy is not None else None for name in ENERGY_COLUMNS}
+
 
 def resolved(models: ModelCatalog, model_id: str, replica: Replica) -> ResolvedReplica:
     """The catalogue model ``model_id`` and its compiled replica, as the API resolves them."""
     from servesize.api.models_resolver import ResolvedModel
     from servesize.api.resolved import ResolvedReplica
+    from servesize.core.energy import power_profile
 
     model = ResolvedModel(
         id=model_id,
@@ -62,7 +72,7 @@ def resolved(models: ModelCatalog, model_id: str, replica: Replica) -> ResolvedR
         config=models.config(model_id),
         architecture=models.architecture(model_id),
     )
-    return ResolvedReplica(model=model, replica=replica)
+    return ResolvedReplica(model=model, replica=replica, power=power_profile(replica.hardware))
 
 
 def performance_answer(
@@ -224,6 +234,7 @@ PERFORMANCE_COLUMNS = (
     "decode_bound",
     "kv_capacity_tokens",
     "weights_bytes_per_gpu",
+    *ENERGY_COLUMNS,
 )
 
 
@@ -237,6 +248,7 @@ def performance_rows(answer: PerformanceResponse) -> Iterator[Row]:
         row[f"{name}_high"] = band.high if band is not None else None
     row["prefill_bound"] = answer.bound.prefill
     row["decode_bound"] = answer.bound.decode
+    row.update(energy_row(answer.energy))
     yield row
 
 
@@ -266,6 +278,7 @@ SIMULATE_COLUMNS = (
     "max_num_batched_tokens",
     "kv_blocks",
     *(f"{metric}_{stat}_s" for metric in _LATENCIES for stat in _STATS),
+    *ENERGY_COLUMNS,
 )
 
 
@@ -283,6 +296,7 @@ def simulate_rows(answer: SimulateResponse) -> Iterator[Row]:
         stats: LatencyOut | None = getattr(answer, f"{metric}_s")
         for stat in _STATS:
             row[f"{metric}_{stat}_s"] = getattr(stats, stat) if stats is not None else None
+    row.update(energy_row(answer.energy))
     yield row
 
 
@@ -330,6 +344,7 @@ PLAN_COLUMNS = (
     *_PREDICTED,
     "reason",
     "detail",
+    *ENERGY_COLUMNS,
 )
 
 
@@ -363,6 +378,7 @@ def _plan_row(plan: PlanOut, label: str) -> Row:
         "cost_per_hour_usd": plan.cost_per_hour,
         "cost_per_million_output_tokens_usd": plan.cost_per_million_output_tokens,
         "predicted_by": predicted.source if predicted is not None else None,
+        **energy_row(plan.energy),
     }
     for name in _PREDICTED:
         row[name] = getattr(predicted, name) if predicted is not None else None

@@ -34,6 +34,7 @@ from servesize.cli.exports import (
     write_json,
 )
 from servesize.cli.reports import ReportOption, write_report
+from servesize.core.energy import power_profile, run_energy
 from servesize.core.errors import InsufficientMemoryError
 from servesize.core.memory import Deployment, InvalidDeploymentError, kv_budget, plan_memory
 from servesize.core.replica import (
@@ -57,8 +58,9 @@ from servesize.core.traffic import (
 )
 
 if TYPE_CHECKING:
+    from servesize.api.resolved import ResolvedReplica
     from servesize.core.hardware import HardwareSpec
-    from servesize.core.steptime import MeasuredProfile
+    from servesize.core.steptime import MeasuredProfile, ServingEstimate
 
 __all__ = ["compile_or_exit", "scheduler_line"]
 
@@ -289,6 +291,7 @@ def perf(
         ("TTFT", f"{est.ttft_s[0] * 1e3:.1f} ms"),
         ("TPOT", f"{est.tpot_s[0] * 1e3:.2f} ms"),
         ("output tokens/s", f"{est.throughput_output_tokens_per_s[0]:,.0f}"),
+        *energy_rows(built, est),
     ]
     for name, value in rows:
         table.add_row(name, value)
@@ -486,6 +489,14 @@ def simulate(
             if export is not None:
                 return
     _print_summary(run.result.summary(), f"{model} on {gpu}")
+    power = power_profile(replica.hardware)
+    energy = None if power is None else run_energy(replica, power, run.result)
+    if energy is not None:
+        console.print(
+            f"energy: {energy.power_w:,.0f} W over {energy.gpus} GPU(s), "
+            f"{energy.energy_per_request_j:,.1f} J per request, "
+            f"{energy.energy_per_million_output_tokens_kwh:.3f} kWh per million output tokens"
+        )
 
 
 def _run(replica: Replica, workload: Workload, seed: int) -> ReplicaRun:
@@ -516,3 +527,17 @@ def _run(replica: Replica, workload: Workload, seed: int) -> ReplicaRun:
         except ReplicaError as exc:
             bar.stop()
             refuse(str(exc), code=2)
+
+
+def energy_rows(built: ResolvedReplica, est: ServingEstimate) -> list[tuple[str, str]]:
+    """The closed loop's power and energy rows of the ``perf`` table (none without a TDP)."""
+    from servesize.core.energy import estimate_energy
+
+    energy = None if built.power is None else estimate_energy(built.replica, built.power, est)
+    if energy is None:
+        return []
+    return [
+        ("GPU power", f"{energy.power_w:,.0f} W over {energy.gpus} GPU(s) ({energy.power_source})"),
+        ("energy per request", f"{energy.energy_per_request_j:,.1f} J"),
+        ("energy per M output tokens", f"{energy.energy_per_million_output_tokens_kwh:.3f} kWh"),
+    ]

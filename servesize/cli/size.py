@@ -102,15 +102,17 @@ def _plan_table(plans: Sequence[Plan], space: SearchSpace, *, narrow: bool) -> T
             gpus,
             f"{cost:,.2f}" if cost is not None else "no price",
             f"{per_token:,.3f}" if per_token is not None else "-",
+            f"{plan.energy.energy_per_million_output_tokens_kwh:.3f}" if plan.energy else "-",
             _ms(predicted.ttft_p95_s) if predicted else "-",
             _ms(predicted.tpot_p95_s) if predicted else "-",
         ]
         if not narrow:
             row += [util, plan.binding]
         rows.append([*row, "sim" if plan.verified else "tier A"])
-    names = ["#", "GPUs", "$/hour", "$/M tok", "TTFT p95", "TPOT p95"]
+    names = ["#", "GPUs", "$/hour", "$/M tok", "kWh/M tok", "TTFT p95", "TPOT p95"]
     names += ["by"] if narrow else ["util", "binding", "by"]
-    title = f"plans, cheapest first (max_model_len {space.max_model_len[0]})"
+    order = "lowest energy" if plans and plans[0].rank_by == "energy" else "cheapest"
+    title = f"plans, {order} first (max_model_len {space.max_model_len[0]})"
     if narrow:
         table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, title=title)
     else:
@@ -216,6 +218,12 @@ def size_command(
             "benchmark script into this directory.",
         ),
     ] = None,
+    rank_by: Annotated[
+        str,
+        typer.Option(
+            "--rank-by", help="cost (per hour) or energy (kWh per million output tokens)."
+        ),
+    ] = "cost",
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
     report: ReportOption = None,
@@ -224,6 +232,7 @@ def size_command(
     --json prints what POST /v1/sizing answers for the same inputs, --csv one row per plan and
     per rejected candidate. Exits 1 when no candidate meets the SLO (after printing)."""
     from servesize.calibration import tables_for_gpu
+    from servesize.core.energy import power_profile
     from servesize.core.hardware import datasheet_spec
     from servesize.core.sizing import (
         SearchSpace,
@@ -246,6 +255,8 @@ def size_command(
             _size_usage_error(f"--rate must be a finite number > 0, got {rate:g}")
         if not 0 < headroom <= 1:
             _size_usage_error(f"--headroom must be in (0, 1], got {headroom:g}")
+        if rank_by not in ("cost", "energy"):
+            _size_usage_error(f"--rank-by must be cost or energy, got {rank_by!r}")
         arch = architecture_or_exit(model)
         if gpu:
             hardware = tuple(datasheet_gpu(g) for g in dict.fromkeys(gpu))
@@ -261,6 +272,7 @@ def size_command(
                 quotes[h.id] = sheet[h.id]
                 prices[h.id] = sheet[h.id].usd_per_gpu_hour
         measured = {h.id: t for h in hardware if (t := tables_for_gpu(h)) is not None}
+        power = {h.id: p for h in hardware if (p := power_profile(h)) is not None}
         try:
             space = SearchSpace(
                 hardware=hardware,
@@ -290,6 +302,8 @@ def size_command(
                     headroom=headroom,
                     verify_top=verify_top,
                     progress=progress,
+                    power=power,
+                    rank_by="energy" if rank_by == "energy" else "cost",
                 )
             except SizingTooLargeError as exc:
                 _size_usage_error(str(exc))

@@ -224,6 +224,16 @@ class MeasurementSummary(ResponseModel):
     endpoint_benchmarks: int
 
 
+class PowerProfileOut(ResponseModel):
+    """The board power energy figures use (docs/modeling.md, "Energy and power")."""
+
+    busy_w: float
+    """Under a compute-bound load: the TDP, or the median NVML sample of an upload."""
+    idle_w: float
+    """With nothing running: measured, or 11.5 % of ``busy_w``."""
+    source: str
+
+
 class HardwareProfileOut(HardwareProfileSummary):
     memory_type: str | None
     tdp_w: float | None
@@ -240,6 +250,8 @@ class HardwareProfileOut(HardwareProfileSummary):
     updated_at: datetime
     latest_measurement: MeasurementSummary | None
     efficiencies: Efficiencies
+    power: PowerProfileOut | None = None
+    """Null when the profile has neither a TDP nor uploaded power samples."""
 
 
 class MeasurementOut(MeasurementSummary):

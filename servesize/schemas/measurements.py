@@ -6,8 +6,9 @@ Units live in the names: seconds (``_s``), bytes (``_bytes``), bytes per second
 
 from __future__ import annotations
 
+import statistics
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -17,6 +18,9 @@ GemmDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 CollectiveOp = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 BandwidthKind = Literal["copy", "read", "write", "triad"]
 LoadMode = Literal["closed_loop", "open_loop"]
+
+PowerSample = Annotated[float, Field(gt=0, le=10_000)]
+"""One board-power reading in watts."""
 
 MAX_GEMM_ROWS = 4096
 MAX_DIM = 1 << 20
@@ -175,6 +179,20 @@ class MeasurementUpload(RequestModel):
     collectives: list[CollectiveResult] = Field(default_factory=list, max_length=4096)
     kernel_launch_overhead_s: float | None = Field(default=None, gt=0, le=0.01)
     endpoint_benchmarks: list[EndpointBenchmark] = Field(default_factory=list, max_length=64)
+    power_samples_w: list[PowerSample] = Field(
+        default_factory=list,
+        max_length=100_000,
+        description="NVML board power (nvmlDeviceGetPowerUsage, watts) sampled while the GPU "
+        "runs a compute-bound GEMM; their median replaces the TDP as the busy power.",
+        examples=[[652.1, 661.8, 658.0]],
+    )
+    idle_power_samples_w: list[PowerSample] = Field(
+        default_factory=list,
+        max_length=100_000,
+        description="NVML board power with nothing running; their median is the idle power "
+        "(default: 11.5 % of the busy power).",
+        examples=[[71.2, 70.8]],
+    )
 
     @model_validator(mode="after")
     def _not_empty(self) -> MeasurementUpload:
@@ -184,6 +202,16 @@ class MeasurementUpload(RequestModel):
             or self.collectives
             or self.kernel_launch_overhead_s
             or self.endpoint_benchmarks
+            or self.power_samples_w
         ):
             raise ValueError("an upload must carry at least one measurement")
+        return self
+
+    @model_validator(mode="after")
+    def _idle_below_busy(self) -> MeasurementUpload:
+        idle = self.idle_power_samples_w
+        if idle and not self.power_samples_w:
+            raise ValueError("idle_power_samples_w needs power_samples_w under load")
+        if idle and statistics.median(idle) > statistics.median(self.power_samples_w):
+            raise ValueError("the median idle power exceeds the median power under load")
         return self

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from servesize.schemas.base import RequestModel, ResponseModel
+from servesize.schemas.energy import EnergyOut
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 from servesize.schemas.prefix import PrefixCacheOut, PrefixIn
@@ -85,3 +86,6 @@ class PerformanceResponse(ResponseModel):
     prefix_cache: PrefixCacheOut | None = None
     """Prefix-cache hits and the KV blocks they hold (null without ``workload.prefix`` or with
     ``enable_prefix_caching`` off)."""
+    energy: EnergyOut | None = None
+    """Board power and energy per request and per million output tokens at this load (null
+    when the profile has neither a TDP nor measured power)."""

@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from servesize.core.simulation import SchedulingPolicy
 from servesize.schemas.base import RequestModel, ResponseModel
+from servesize.schemas.energy import EnergyOut
 from servesize.schemas.histograms import LatencyHistogramsOut
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
@@ -599,3 +600,5 @@ class SimulateResponse(ResponseModel):
     e2e_s_interval: PredictionIntervalOut | None = None
     throughput_output_tokens_per_s_interval: PredictionIntervalOut | None = None
     """Closed loop only (an open loop's throughput is its arrival rate)."""
+    energy: EnergyOut | None = None
+    """Power and energy over the window, every replica's GPUs and idle time included."""

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, ConfigDict, Field
 
 from servesize.core.memory import KV_CACHE_DTYPES
 from servesize.schemas.base import RequestModel, ResponseModel
+from servesize.schemas.energy import EnergyOut
 from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.models import ModelRef
 from servesize.schemas.simulate import LengthIn
@@ -137,6 +138,9 @@ class SizingRequest(_In):
     """Plans verified by simulating every replica at the target load."""
     calibrated: bool = Field(default=True, examples=[True])
     """Apply the per-engine constants fitted on measured serving data."""
+    rank_by: Literal["cost", "energy"] = Field(default="cost", examples=["energy"])
+    """``cost``: plans ranked by cost per hour; ``energy``: by energy per million output tokens
+    at the target load (``energy.energy_per_million_output_tokens_kwh``), then cost."""
 
 
 class PredictedOut(ResponseModel):
@@ -241,6 +245,10 @@ class PlanOut(ResponseModel):
     cost_per_million_output_tokens: float | None
     price_source: PriceSourceOut | None = None
     """Origin of ``price_per_gpu_hour``; null when the plan is unpriced."""
+    energy: EnergyOut | None = None
+    """The plan's board power over all its GPUs at the target load (idle time of spare
+    capacity included) and its energy per request and per million output tokens; null when
+    the hardware has neither a TDP nor measured power."""
     tier_a: PredictedOut | None
     simulation: PredictedOut | None
     verified: bool

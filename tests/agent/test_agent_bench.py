@@ -6,6 +6,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,28 @@ def test_agent_imports_neither_torch_nor_nvml() -> None:
         "sys.exit(bool({'torch', 'pynvml'} & set(sys.modules)))"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+class PoweredProbe(FakeProbe):
+    """FakeProbe whose identity carries NVML power read under load and at idle."""
+
+    def __init__(self, busy: tuple[float, ...], idle: tuple[float, ...]) -> None:
+        super().__init__()
+        self.busy, self.idle = busy, idle
+
+    def identity(self) -> DeviceIdentity:
+        return replace(
+            super().identity(), power_samples_w=self.busy, idle_power_samples_w=self.idle
+        )
+
+
+def test_power_samples_travel_in_the_upload_and_idle_above_busy_is_dropped() -> None:
+    upload = measure_suite(PoweredProbe((650.0, 660.0), (70.0, 71.0)), SMALL)
+    assert upload.power_samples_w == [650.0, 660.0]
+    assert upload.idle_power_samples_w == [70.0, 71.0]
+    # A reading taken while something else ran (idle median 700 W > 660 W) is not idle power:
+    # the upload keeps the samples under load only (the API refuses idle above busy).
+    odd = measure_suite(PoweredProbe((650.0, 660.0), (700.0,)), SMALL)
+    assert odd.power_samples_w == [650.0, 660.0]
+    assert odd.idle_power_samples_w == []
+    assert measure_suite(FakeProbe(), SMALL).power_samples_w == []

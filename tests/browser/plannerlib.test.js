@@ -163,6 +163,11 @@ test("Pareto: tokens/s per user is 1/TPOT p50, per GPU the fleet's output over i
     "vllm serve m --port 8001", "vllm serve m --port 8002", "vllm serve m --port 8003",
   ]);
   assert.deepEqual(L.plansTable(sizing).rows[0].slice(0, 10), [1, "aggregated", "h100-sxm", "vllm", 1, 1, 1, 2, 2, 5]);
+  const energyColumn = L.plansTable(sizing).columns.indexOf("energy_per_million_output_tokens_kwh");
+  assert.equal(energyColumn, 11);
+  assert.equal(L.plansTable(sizing).rows[0][energyColumn], null); // no energy in the answer
+  const withEnergy = { plans: [{ ...sizing.plans[0], energy: { energy_per_million_output_tokens_kwh: 0.04 } }] };
+  assert.equal(L.plansTable(withEnergy).rows[0][energyColumn], 0.04);
 });
 
 test("a problem's pointers land on the form field they name", () => {

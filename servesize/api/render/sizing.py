@@ -17,6 +17,7 @@ from servesize.core.sizing import (
     shell_command,
 )
 from servesize.prices import PriceQuote
+from servesize.schemas.energy import EnergyOut
 from servesize.schemas.sizing import (
     EngineArgsOut,
     KnobsOut,
@@ -128,6 +129,7 @@ def plan_out(rank: int, plan: Plan, model: str) -> PlanOut:
         price_per_gpu_hour=plan.price_per_gpu_hour,
         cost_per_hour=plan.cost_per_hour,
         cost_per_million_output_tokens=plan.cost_per_million_output_tokens,
+        energy=EnergyOut.of(plan.energy),
         tier_a=predicted_out(plan.tier_a),
         simulation=predicted_out(plan.simulation),
         verified=plan.verified,

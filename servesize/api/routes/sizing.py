@@ -28,6 +28,7 @@ from servesize.api.render.sizing import infeasible_problem, response_out
 from servesize.api.render.uncertainty import sizing_bands
 from servesize.api.simulation_runner import length_distribution, min_tokens
 from servesize.api.sizing_cache import SizingCache, SizingCacheDep, sizing_key
+from servesize.core.energy import PowerProfile
 from servesize.core.hardware import HardwareSpec
 from servesize.core.sizing import (
     DEFAULT_KV_CACHE_DTYPES,
@@ -124,6 +125,8 @@ class _Hardware:
     """Per profile: id, version and the ids of the measurements read (newest first)."""
     notes: list[str] = field(default_factory=list)
     """Applied recalibrations the search does not use (named in the answer's warnings)."""
+    power: dict[str, PowerProfile] = field(default_factory=dict)
+    """Board power by profile id (measured or datasheet TDP; absent: neither)."""
 
 
 def _hardware(body: SizingRequest, lookups: LookupCache) -> _Hardware:
@@ -162,6 +165,8 @@ def _hardware(body: SizingRequest, lookups: LookupCache) -> _Hardware:
             hardware.quotes[profile_id] = quote
         if entry.measured is not None:
             hardware.measured[profile_id] = entry.measured
+        if entry.power is not None:
+            hardware.power[profile_id] = entry.power
         hardware.notes.extend(
             f"hardware profile {profile_id} has recalibration {c.id} "
             f"({c.created_at.date().isoformat()}) for {c.engine}; sizing does not apply "
@@ -308,6 +313,8 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
             headroom=body.headroom,
             verify_top=body.verify_top,
             calibrated=body.calibrated,
+            power=hardware.power,
+            rank_by=body.rank_by,
         )
     except SizingTooLargeError as exc:
         raise UnprocessableError(

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from servesize.core.architecture import Architecture
+from servesize.core.energy import PowerProfile
 from servesize.core.hardware import HardwareSpec
 from servesize.core.slo.spec import ServiceLevelObjective
 from servesize.core.steptime import MeasuredProfile
@@ -90,3 +91,5 @@ class SizingInputs:
     output_tokens: float
     """Mean output tokens."""
     max_gpus: int | None
+    power: Mapping[str, PowerProfile] = field(default_factory=dict)
+    """Board power by hardware id (the plans' energy; none: no energy figures)."""

@@ -1,5 +1,7 @@
 """Ranking plans: by ``cost_per_hour = replicas × GPUs per replica × price`` (unpriced plans
-last), ties to fewer GPUs, then to more spare capacity (lower utilization)."""
+last), ties to fewer GPUs, then to more spare capacity (lower utilization). Plans sized with
+``rank_by="energy"`` rank by energy per million output tokens first (plans without an energy
+figure last), then as above."""
 
 from __future__ import annotations
 
@@ -10,10 +12,20 @@ from servesize.core.sizing.result import Plan
 __all__ = ["rank_key", "ranked", "unpriced_warning"]
 
 
-def rank_key(plan: Plan) -> tuple[int, float, int, float]:
-    """Sort key: unpriced last, then cost per hour, total GPUs, utilization."""
+def rank_key(plan: Plan) -> tuple[bool, float, bool, float, int, float]:
+    """Sort key: (by energy: no energy figure last, then kWh per million output tokens), then
+    unpriced last, cost per hour, total GPUs, utilization."""
     cost = plan.cost_per_hour
-    return (cost is None, cost if cost is not None else 0.0, plan.total_gpus, plan.utilization)
+    energy = plan.energy.energy_per_million_output_tokens_kwh if plan.energy else None
+    by_energy = plan.rank_by == "energy"
+    return (
+        by_energy and energy is None,
+        energy if by_energy and energy is not None else 0.0,
+        cost is None,
+        cost if cost is not None else 0.0,
+        plan.total_gpus,
+        plan.utilization,
+    )
 
 
 def ranked(plans: Iterable[Plan]) -> tuple[Plan, ...]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from servesize.core.energy import EnergyEstimate
 from servesize.core.memory import MemoryPlan
 from servesize.core.sizing.launch import LaunchPlan
 from servesize.core.sizing.screen import Miss
@@ -30,6 +31,9 @@ __all__ = [
     "ZeroLoadBest",
     "zero_load_infeasibility",
 ]
+
+RankBy = Literal["cost", "energy"]
+"""What plans are ranked by: ``cost`` per hour, or ``energy`` per million output tokens."""
 
 RejectReason = Literal[
     "over-gpu-limit",
@@ -93,6 +97,9 @@ class Plan:
     target_output_tokens_per_s: float = 0.0
     launch: LaunchPlan | None = None
     """The engine's launch commands (filled in for the returned plans)."""
+    energy: EnergyEstimate | None = None
+    """Fleet power and energy at the target load (None without a TDP or measured power)."""
+    rank_by: RankBy = "cost"
 
     @property
     def gpus_per_replica(self) -> int:

@@ -32,13 +32,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from servesize.core.architecture import Architecture, summarize
+from servesize.core.energy import PowerProfile
 from servesize.core.errors import UnsupportedDeploymentError
 from servesize.core.replica import StepModelCache
 from servesize.core.sizing.build import compile_candidate, plan_candidate
+from servesize.core.sizing.energy import with_energy
 from servesize.core.sizing.inputs import DEFAULT_HEADROOM, SizingInputs, SizingTraffic
 from servesize.core.sizing.launch import launch_plan
 from servesize.core.sizing.rank import ranked, unpriced_warning
-from servesize.core.sizing.result import Plan, Rejection, SizingResult
+from servesize.core.sizing.result import Plan, RankBy, Rejection, SizingResult
 from servesize.core.sizing.screen import TargetCurve, target_curves
 from servesize.core.sizing.space import Candidate, SearchSpace, enumerate_candidates
 from servesize.core.sizing.tier_a import (
@@ -163,11 +165,15 @@ def size(
     calibrated: bool = True,
     max_plans: int = MAX_PLANS,
     progress: Callable[[int, int], None] | None = None,
+    power: Mapping[str, PowerProfile] | None = None,
+    rank_by: RankBy = "cost",
 ) -> SizingResult:
     """Rank the deployments of ``space`` that serve ``traffic`` within ``objective`` (see the
     module docstring). ``prices`` are per GPU-hour by hardware id; ``measured`` kernel tables by
     hardware id. ``progress``, when given, is called with (candidates screened, candidates in
-    all) after each candidate's screen."""
+    all) after each candidate's screen. ``power`` (board power by hardware id) gives every plan
+    its energy at the target load; ``rank_by="energy"`` ranks by energy per million output
+    tokens instead of cost (:mod:`~servesize.core.sizing.energy`)."""
     if not 0 < headroom <= 1:
         raise ValueError(f"headroom must be in (0, 1], got {headroom}")
     if verify_top < 0:
@@ -193,6 +199,7 @@ def size(
         input_tokens=traffic.input_tokens.mean_tokens,
         output_tokens=traffic.output_tokens.mean_tokens,
         max_gpus=space.max_gpus,
+        power=power or {},
     )
     warnings: list[str] = []
     if floor > traffic.rate_per_s:
@@ -201,19 +208,30 @@ def size(
         )
     curves = target_curves(objective, inputs.output_tokens)
     screening = _screen_space(inputs, space, curves, progress)
+    if rank_by == "energy" and not inputs.power:
+        warnings.append("no power figure for any candidate GPU: plans are ranked by cost")
+    screened_plans = tuple(
+        with_energy(inputs, screening.screened, replace(p, rank_by=rank_by))
+        for p in screening.plans
+    )
     if verify_top:
         verified = verify_ranked(
-            VerifyInputs(sizing=inputs, screened=screening.screened), screening.plans, verify_top
+            VerifyInputs(sizing=inputs, screened=screening.screened), screened_plans, verify_top
         )
     else:
-        verified = Verified(plans=ranked(screening.plans), rejected=(), spent=SimulationSpent())
+        verified = Verified(plans=ranked(screened_plans), rejected=(), spent=SimulationSpent())
     plans, spent = verified.plans, verified.spent
     unpriced = unpriced_warning(plans)
     if unpriced is not None:
         warnings.append(unpriced)
     is_moe = summarize(arch).num_experts > 0
     returned = [
-        with_tier_a(inputs, screening.screened[p.candidate.label], p) for p in plans[:max_plans]
+        with_energy(
+            inputs,
+            screening.screened,
+            with_tier_a(inputs, screening.screened[p.candidate.label], p),
+        )
+        for p in plans[:max_plans]
     ]
     return SizingResult(
         plans=tuple(_with_launch(inputs, model_name, p, is_moe=is_moe) for p in returned),
