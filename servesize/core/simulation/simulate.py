@@ -34,6 +34,7 @@ from servesize.core.simulation.replica_simulator import ReplicaSimulator
 from servesize.core.simulation.requests import ACTIVE, UNSENT, RequestTable
 from servesize.core.simulation.result import SimulationResult
 from servesize.core.simulation.steptime import StepTimeModel
+from servesize.core.traffic.sessions import SessionWorkload
 from servesize.core.traffic.workload import (
     CLOSED_LOOP_WARNING,
     ClosedLoopWorkload,
@@ -171,8 +172,10 @@ class _Coupled:
         entry_pool: int,
         decode_pool: int | None,
         progress: Progress | None = None,
+        sessions: SessionWorkload | None = None,
     ) -> None:
         self.tab = table
+        self.sessions = sessions
         self.progress = progress
         self.report_every = max(1, table.size // _PROGRESS_REPORTS)
         self.pools = pools
@@ -219,6 +222,10 @@ class _Coupled:
                 self.inject(self.decode, float(tab.handoff_s[r]), r)
             elif self.closed is not None:
                 self.send_next(float(tab.exit_s[r]) + tab.overhead_s)
+            elif self.sessions is not None and (n := self.sessions.next_turn(r)) >= 0:
+                send = float(tab.exit_s[r]) + tab.overhead_s + float(self.sessions.think_time_s[n])
+                tab.send(n, send)  # the session's next turn, after the answer and a think time
+                self.inject(self.entry, send, n)
         sim.exits.clear()
 
     def horizon(self, pool: int, sim: ReplicaSimulator) -> tuple[float, bool]:
@@ -429,7 +436,8 @@ def simulate(
     total_overhead = (overheads or ClientOverheads()).total_s
     table = _table(workload, total_overhead)
     closed = isinstance(workload, ClosedLoopWorkload)
-    coupled = closed or (routing == "least_loaded" and replicas > 1)
+    feedback = closed or isinstance(workload, SessionWorkload)
+    coupled = feedback or (routing == "least_loaded" and replicas > 1)
     sims = [
         ReplicaSimulator(
             i,
@@ -437,7 +445,7 @@ def simulate(
             scheduler,
             step_time,
             skip_decode_runs=skip_decode_runs,
-            stop_on_exit=closed,
+            stop_on_exit=feedback,
         )
         for i in range(replicas)
     ]
@@ -470,11 +478,12 @@ def simulate(
     driver = _Coupled(
         table,
         [pool],
-        [{0} if closed else set()],
+        [{0} if feedback else set()],
         closed=workload if isinstance(workload, ClosedLoopWorkload) else None,
         entry_pool=0,
         decode_pool=None,
         progress=progress,
+        sessions=workload if isinstance(workload, SessionWorkload) else None,
     )
     _start(driver, pool, workload, table)
     driver.run()
@@ -488,6 +497,11 @@ def _start(driver: _Coupled, entry: _Pool, workload: Workload, table: RequestTab
         table.send_all(workload.arrival_s)
         entry.static_ids = np.arange(table.size, dtype=np.int64)
         entry.static_times = workload.arrival_s.tolist()
+    elif isinstance(workload, SessionWorkload):
+        entry.static_ids = workload.first_turns()
+        entry.static_times = workload.session_start_s.tolist()
+        for r, t in zip(entry.static_ids.tolist(), entry.static_times, strict=True):
+            table.send(r, t)
     else:
         for _ in range(min(workload.clients, table.size)):
             driver.send_next(0.0)
@@ -529,9 +543,10 @@ def simulate_disaggregated(
     table = _table(workload, total_overhead)
     table.transfer_s[:] = transfer.transfer_time_s(table.prompt_tokens)
     closed = isinstance(workload, ClosedLoopWorkload)
+    feedback = closed or isinstance(workload, SessionWorkload)
     prefill_sims = [
         ReplicaSimulator(
-            i, table, prefill, prefill_step_time, prefill_only=True, stop_on_exit=closed
+            i, table, prefill, prefill_step_time, prefill_only=True, stop_on_exit=feedback
         )
         for i in range(prefill_replicas)
     ]
@@ -543,7 +558,7 @@ def simulate_disaggregated(
             decode_step_time,
             remote_kv=True,
             skip_decode_runs=skip_decode_runs,
-            stop_on_exit=closed,
+            stop_on_exit=feedback,
             first_token_after_transfer=transfer.first_token_after_transfer,
         )
         for i in range(decode_replicas)
@@ -556,7 +571,7 @@ def simulate_disaggregated(
     ]
     # Prefill replicas feed the decode pool; in a closed loop every finish (on a decode replica,
     # or on a prefill replica for one-token outputs) makes a client send again.
-    feeders: list[set[int]] = [{0, 1} if closed else set(), {0}]
+    feeders: list[set[int]] = [{0, 1} if feedback else set(), {0}]
     driver = _Coupled(
         table,
         pools,
@@ -565,6 +580,7 @@ def simulate_disaggregated(
         entry_pool=0,
         decode_pool=1,
         progress=progress,
+        sessions=workload if isinstance(workload, SessionWorkload) else None,
     )
     _start(driver, pools[0], workload, table)
     driver.run()

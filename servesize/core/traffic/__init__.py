@@ -6,6 +6,7 @@ The caller always passes a ``numpy.random.Generator``; nothing here touches a gl
 ``open_loop_workload``         Poisson / gamma(cv) / constant send times + length distributions
 ``trace_workload``             replay given send times and lengths
 ``closed_loop_workload``       ``N`` clients with optional think time
+``session_workload``           multi-turn sessions: history resent, think time between turns
 ``unit_rate_arrival_times``    the common-random-numbers skeleton ``U`` (arrivals = ``U / λ``)
 ``OpenLoopWorkload.with_rate`` rescale a workload to another rate, lengths kept
 =============================  ================================================================
@@ -29,6 +30,13 @@ from servesize.core.traffic.prefix import (
     che_lru_hit_probability,
     prefix_hit_tokens,
     steady_state_hits,
+)
+from servesize.core.traffic.sessions import (
+    SessionMeans,
+    SessionTraffic,
+    SessionWorkload,
+    session_means,
+    session_workload,
 )
 from servesize.core.traffic.traces import Trace, TraceError, TraceFormat, check_trace, parse_trace
 from servesize.core.traffic.workload import (
@@ -57,6 +65,9 @@ __all__ = [
     "PrefixAssignment",
     "PrefixCacheEstimate",
     "PrefixTraffic",
+    "SessionMeans",
+    "SessionTraffic",
+    "SessionWorkload",
     "ThinkProcess",
     "Trace",
     "TraceError",
@@ -71,6 +82,8 @@ __all__ = [
     "open_loop_workload",
     "parse_trace",
     "prefix_hit_tokens",
+    "session_means",
+    "session_workload",
     "steady_state_hits",
     "trace_workload",
     "unit_rate_arrival_times",
