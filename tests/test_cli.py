@@ -305,3 +305,18 @@ def test_simulate_replays_a_trace_file(tmp_path: Path) -> None:
     refused = runner.invoke(app, [*base, "--trace", str(bad)], env={"COLUMNS": "200"})
     assert refused.exit_code == 1
     assert "in order" in refused.output
+
+
+def test_simulate_replays_azure_and_vllm_files() -> None:
+    data = Path(__file__).parent / "data" / "traces"
+    base = ["simulate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"]
+    azure = runner.invoke(
+        app, [*base, "--trace", str(data / "azure_llm_conv_head.csv")], env={"COLUMNS": "200"}
+    )
+    assert azure.exit_code == 0, azure.output
+    assert "completed 8/8" in azure.output  # 8 requests, a tenth rounds down to no warm-up
+    vllm = runner.invoke(
+        app, [*base, "--trace", str(data / "vllm_bench_detailed.json")], env={"COLUMNS": "200"}
+    )
+    assert vllm.exit_code == 0, vllm.output
+    assert "completed 4/4" in vllm.output  # the failed request is left out

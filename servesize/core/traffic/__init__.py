@@ -38,7 +38,15 @@ from servesize.core.traffic.sessions import (
     session_means,
     session_workload,
 )
-from servesize.core.traffic.traces import Trace, TraceError, TraceFormat, check_trace, parse_trace
+from servesize.core.traffic.traces import (
+    TRACE_FORMATS,
+    Trace,
+    TraceError,
+    TraceFormat,
+    check_trace,
+    parse_trace,
+    trace_format_of,
+)
 from servesize.core.traffic.workload import (
     CLOSED_LOOP_WARNING,
     ClosedLoopWorkload,
@@ -53,6 +61,7 @@ from servesize.core.traffic.workload import (
 
 __all__ = [
     "CLOSED_LOOP_WARNING",
+    "TRACE_FORMATS",
     "ArrivalProcess",
     "ClosedLoopWorkload",
     "FixedLength",
@@ -85,6 +94,7 @@ __all__ = [
     "session_means",
     "session_workload",
     "steady_state_hits",
+    "trace_format_of",
     "trace_workload",
     "unit_rate_arrival_times",
     "with_prefixes",
