@@ -42,6 +42,7 @@ from servesize.api.routes import (
     simulate,
     sizing,
     slo,
+    traces,
 )
 from servesize.api.routes.models import CatalogIndex
 from servesize.api.sizing_cache import SizingCache
@@ -173,6 +174,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         plans,
         accuracy,
         jobs,
+        traces,
     ):
         app.include_router(module.router)
     install_openapi(app)

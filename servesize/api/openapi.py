@@ -76,6 +76,9 @@ OPERATION_IDS: dict[str, str] = {
     "post_recalibration": "recalibrateEngine",
     "get_recalibrations": "listRecalibrations",
     "delete_recalibration": "deleteRecalibration",
+    "upload_trace": "uploadTrace",
+    "get_trace": "getTrace",
+    "delete_trace": "deleteTrace",
 }
 """Endpoint function name → ``operationId``; the names generated clients expose as methods."""
 
