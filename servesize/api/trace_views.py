@@ -47,9 +47,9 @@ def trace_summary(trace: Trace) -> dict[str, Any]:
     }
 
 
-def store_trace(session: Session, body: TraceUpload, key: ApiKey) -> StoredTrace:
+def store_trace(session: Session, body: TraceUpload, key: ApiKey | None) -> StoredTrace:
     """Parse ``body.file`` (a 422 names the line of the first bad row at ``/file``), then
-    store it with its summary, owned by ``key``."""
+    store it with its summary, owned by ``key`` (None, from the CLI: ``admin`` keys only)."""
     try:
         trace = parse_trace(body.file, body.format, max_rows=MAX_REQUESTS)
     except TraceError as exc:
@@ -60,7 +60,7 @@ def store_trace(session: Session, body: TraceUpload, key: ApiKey) -> StoredTrace
         ) from None
     row = StoredTrace(
         id=f"trc_{secrets.token_hex(8)}",
-        owner_key_id=key.id,
+        owner_key_id=key.id if key is not None else None,
         created_at=utc_now(),
         name=body.name,
         format=body.format,
