@@ -62,20 +62,25 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
         assert migrate.is_at_head(db_engine)  # nothing was changed
     finally:
         db_engine.dispose()
-    # Each revision declares what it drops: the newest the inter_node column (2 values, the
-    # NVL72 rows), then the (empty) engine_calibration table, job, plan_verification and
-    # saved_plan, then the owner columns.
+    # Each revision declares what it drops: the newest the (empty) stored_trace table, then the
+    # inter_node column (2 values, the NVL72 rows), the (empty) engine_calibration table, job,
+    # plan_verification and saved_plan, then the owner columns.
     assert [(loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-1")] == [
-        ("hardware_profile.inter_node", 2)
+        ("stored_trace", 0)
     ]
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-4")] == [
+    assert [(loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-2")][1] == (
+        "hardware_profile.inter_node",
+        2,
+    )
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-5")] == [
+        "stored_trace",
         "hardware_profile.inter_node",
         "engine_calibration",
         "job",
         "plan_verification",
     ]
-    assert migrate.downgrade_losses(fresh_url, "-5")[4].target == "saved_plan"
-    assert migrate.downgrade_losses(fresh_url, "-6")[5].target == "custom_model.owner_key_id"
+    assert migrate.downgrade_losses(fresh_url, "-6")[5].target == "saved_plan"
+    assert migrate.downgrade_losses(fresh_url, "-7")[6].target == "custom_model.owner_key_id"
 
 
 def test_instance_secret_survives_downgrade_and_upgrade(fresh_url: str) -> None:
