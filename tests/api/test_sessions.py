@@ -88,3 +88,17 @@ def test_performance_takes_the_mean_turn(client: TestClient) -> None:
         json=payload | {"workload": {"sessions": SESSIONS, "input_tokens": 10}},
     )
     assert clash.status_code == 422
+
+
+def test_slo_tiers_refuse_sessions(client: TestClient) -> None:
+    response = client.post(
+        "/v1/slo/evaluate",
+        json={
+            "model": MODEL,
+            "hardware": "h100-sxm",
+            "traffic": {"sessions": SESSIONS},
+            "slo": {"ttft_s": {"p95": 1.0}},
+        },
+    )
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["pointer"] == "/traffic/sessions"

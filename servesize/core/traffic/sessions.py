@@ -237,8 +237,8 @@ def session_means(traffic: SessionTraffic) -> SessionMeans:
     --------
     >>> m = session_means(SessionTraffic(sessions_per_s=0.5, turns=FixedLength(3),
     ...     new_tokens=FixedLength(100), output_tokens=FixedLength(50)))
-    >>> m.input_tokens, m.history_tokens, m.requests_per_s  # (100 + 250 + 400) / 3
-    (250.0, 100.0, 1.5)
+    >>> round(m.input_tokens, 9), round(m.history_tokens, 9), m.requests_per_s
+    (250.0, 150.0, 1.5)
     """
     e_t = traffic.turns.mean_tokens
     e_t2 = turns_second_moment(traffic.turns)
