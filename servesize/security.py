@@ -23,6 +23,7 @@ class Scope(StrEnum):
     PROFILES_WRITE = "profiles:write"
     PLANS_WRITE = "plans:write"
     JOBS_WRITE = "jobs:write"
+    TRACES_WRITE = "traces:write"
     ADMIN = "admin"
 
 

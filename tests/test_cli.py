@@ -69,6 +69,32 @@ def test_keys_create_list_revoke(sqlite_env: str) -> None:
     assert runner.invoke(app, ["keys", "revoke", "0000000000000000"]).exit_code == 1
 
 
+def test_traces_upload_stores_the_file(sqlite_env: str) -> None:
+    from servesize.db.connection import create_db_engine, make_sessionmaker, transaction
+    from servesize.db.repository import TraceRepository
+
+    runner.invoke(app, ["db", "upgrade"])
+    data = Path(__file__).parent / "data" / "traces"
+    azure = data / "azure_llm_conv_head.csv"
+    stored = runner.invoke(app, ["traces", "upload", str(azure), "--format", "azure"])
+    assert stored.exit_code == 0, stored.output
+    trace_id = stored.output.strip().splitlines()[-1]
+    assert "8 requests over 8.3 s" in stored.output
+    engine = create_db_engine(sqlite_env)
+    with transaction(make_sessionmaker(engine)) as session:
+        row = TraceRepository(session).get(trace_id)
+        assert row is not None
+        assert row.content == azure.read_text()
+        assert row.owner_key_id is None
+    engine.dispose()
+    vllm = runner.invoke(app, ["traces", "upload", str(data / "vllm_bench_detailed.json")])
+    assert vllm.exit_code == 0, vllm.output
+    assert "4 requests" in vllm.output  # the .json name reads as vLLM; the failed one dropped
+    bad = runner.invoke(app, ["traces", "upload", str(azure), "--format", "jsonl"])
+    assert bad.exit_code == 1
+    assert "line 1" in bad.output
+
+
 def test_keys_create_rejects_unknown_scope(sqlite_env: str) -> None:
     runner.invoke(app, ["db", "upgrade"])
     result = runner.invoke(app, ["keys", "create", "--scope", "root"])
@@ -305,3 +331,18 @@ def test_simulate_replays_a_trace_file(tmp_path: Path) -> None:
     refused = runner.invoke(app, [*base, "--trace", str(bad)], env={"COLUMNS": "200"})
     assert refused.exit_code == 1
     assert "in order" in refused.output
+
+
+def test_simulate_replays_azure_and_vllm_files() -> None:
+    data = Path(__file__).parent / "data" / "traces"
+    base = ["simulate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"]
+    azure = runner.invoke(
+        app, [*base, "--trace", str(data / "azure_llm_conv_head.csv")], env={"COLUMNS": "200"}
+    )
+    assert azure.exit_code == 0, azure.output
+    assert "completed 8/8" in azure.output  # 8 requests, a tenth rounds down to no warm-up
+    vllm = runner.invoke(
+        app, [*base, "--trace", str(data / "vllm_bench_detailed.json")], env={"COLUMNS": "200"}
+    )
+    assert vllm.exit_code == 0, vllm.output
+    assert "completed 4/4" in vllm.output  # the failed request is left out

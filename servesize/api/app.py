@@ -49,6 +49,7 @@ from servesize.api.routes import (
     simulate,
     sizing,
     slo,
+    traces,
 )
 from servesize.api.routes.models import CatalogIndex
 from servesize.api.shared_state import CounterStore, shared_stores
@@ -200,6 +201,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         plans,
         accuracy,
         jobs,
+        traces,
     ):
         app.include_router(module.router)
     install_openapi(app)

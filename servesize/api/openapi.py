@@ -76,6 +76,9 @@ OPERATION_IDS: dict[str, str] = {
     "post_recalibration": "recalibrateEngine",
     "get_recalibrations": "listRecalibrations",
     "delete_recalibration": "deleteRecalibration",
+    "upload_trace": "uploadTrace",
+    "get_trace": "getTrace",
+    "delete_trace": "deleteTrace",
 }
 """Endpoint function name → ``operationId``; the names generated clients expose as methods."""
 
@@ -195,7 +198,23 @@ REQUEST_EXAMPLES: dict[str, dict[str, Json]] = {
         "llama_h100": {
             "summary": "Llama-3.1-8B on one H100 SXM",
             "value": {"model": "meta-llama/Llama-3.1-8B", "hardware": "h100-sxm"},
-        }
+        },
+        "sessions": {
+            "summary": "Multi-turn sessions as their mean turn (history as the cache's hits)",
+            "value": {
+                "model": "meta-llama/Llama-3.1-8B",
+                "hardware": "h100-sxm",
+                "workload": {
+                    "concurrency": 8,
+                    "sessions": {
+                        "sessions_per_s": 0.5,
+                        "turns": 3,
+                        "new_tokens": 100,
+                        "output_tokens": 50,
+                    },
+                },
+            },
+        },
     },
 }
 """Examples for request bodies whose route documents none (the others carry their own)."""

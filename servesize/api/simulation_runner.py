@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -36,10 +36,12 @@ from servesize.core.simulation import (
 )
 from servesize.core.traffic import (
     FixedLength,
+    GeometricLength,
     HistogramLength,
     LengthDistribution,
     LogNormalLength,
     NormalLength,
+    SessionTraffic,
     Trace,
     TraceError,
     UniformLength,
@@ -48,10 +50,13 @@ from servesize.core.traffic import (
     closed_loop_workload,
     open_loop_workload,
     parse_trace,
+    session_means,
+    session_workload,
     trace_workload,
     with_prefixes,
 )
 from servesize.schemas.prefix import prefix_traffic
+from servesize.schemas.sessions import SessionsIn, TurnsIn, UniformTurnsIn
 from servesize.schemas.simulate import (
     MAX_EXPECTED_TOKENS,
     MAX_REQUESTS,
@@ -134,6 +139,13 @@ def traffic_trace(traffic: TrafficIn, *, pointer: str = "/traffic") -> Trace | N
     """The checked trace of ``traffic`` (None without one); a 422 points at the offending
     entry, e.g. ``/traffic/trace/arrival_s/3``, or at ``/traffic/trace/file``."""
     spec = traffic.trace
+    if spec is None and traffic.trace_id is not None:
+        raise _unprocessable(
+            "trace_id refers to a stored trace, which only /v1/simulate reads; send the trace "
+            "itself as traffic.trace here",
+            "invalid-trace",
+            f"{pointer}/trace_id",
+        )
     if spec is None:
         return None
     where = f"{pointer}/trace"
@@ -186,6 +198,8 @@ def _draw_workload(
     pointer: str,
 ) -> Workload:
     timeout_s = traffic.timeout_s if traffic.timeout_s is not None else math.inf
+    if traffic.sessions is not None:
+        return _draw_sessions(traffic, traffic.sessions, max_model_len, workload_seed, pointer)
     trace = traffic_trace(traffic, pointer=pointer)
     if trace is not None:
         expected = float(np.sum(trace.input_tokens) + np.sum(trace.output_tokens))
@@ -274,6 +288,88 @@ def _draw_workload(
             ],
         )
     return workload
+
+
+def turns_distribution(spec: TurnsIn) -> LengthDistribution:
+    """The core distribution of a session's turn count."""
+    if isinstance(spec, int):
+        return FixedLength(spec)
+    if isinstance(spec, UniformTurnsIn):
+        return UniformLength(spec.low_turns, spec.high_turns)
+    return GeometricLength(spec.mean_turns)
+
+
+def session_traffic(spec: SessionsIn, max_model_len: int) -> SessionTraffic:
+    """The core description of ``traffic.sessions`` (lengths clipped below the context)."""
+    return SessionTraffic(
+        sessions_per_s=spec.sessions_per_s,
+        turns=turns_distribution(spec.turns),
+        new_tokens=length_distribution(spec.new_tokens, max_model_len - 1),
+        output_tokens=length_distribution(spec.output_tokens, max_model_len - 1),
+        think_time_s=spec.think_time_s,
+        think_process=spec.think_process,
+    )
+
+
+def _draw_sessions(
+    traffic: TrafficIn,
+    spec: SessionsIn,
+    max_model_len: int,
+    workload_seed: np.random.SeedSequence,
+    pointer: str,
+) -> Workload:
+    """Draw ``traffic.sessions``' turns; 422s for runs too large, turns whose history outgrows
+    the context, and windows that leave nothing measured."""
+    where = f"{pointer}/sessions"
+    core = session_traffic(spec, max_model_len)
+    means = session_means(core)
+    expected = spec.num_sessions * means.mean_turns * (means.input_tokens + means.output_tokens)
+    if expected > MAX_EXPECTED_TOKENS or spec.num_sessions * means.mean_turns > MAX_REQUESTS:
+        raise _unprocessable(
+            f"the sessions would send about {spec.num_sessions * means.mean_turns:,.0f} turns "
+            f"and {expected:,.0f} tokens; one simulation is limited to {MAX_REQUESTS:,} requests "
+            f"and {MAX_EXPECTED_TOKENS:,} tokens",
+            "simulation-too-large",
+            f"{where}/num_sessions",
+        )
+    workload = session_workload(
+        core,
+        num_sessions=spec.num_sessions,
+        rng=np.random.default_rng(workload_seed),
+        timeout_s=traffic.timeout_s if traffic.timeout_s is not None else math.inf,
+        warmup_requests=0,
+        cooldown_requests=0,
+    )
+    if workload.num_requests > MAX_REQUESTS:
+        raise _unprocessable(
+            f"the sessions drew {workload.num_requests:,} turns; at most {MAX_REQUESTS:,}",
+            "simulation-too-large",
+            f"{where}/num_sessions",
+        )
+    over = np.flatnonzero(workload.prompt_tokens + workload.output_tokens > max_model_len)
+    if over.size:
+        r = int(over[0])
+        raise _unprocessable(
+            f"{over.size} turns outgrow max_model_len ({max_model_len} tokens of history, new "
+            f"tokens and output), the first is turn {int(workload.turn[r]) + 1} of session "
+            f"{int(workload.session[r])}; fewer turns or shorter lengths",
+            "request-too-long",
+            f"{where}/turns",
+        )
+    unmeasured = traffic.warmup_requests + traffic.cooldown_requests
+    if unmeasured >= workload.num_requests:
+        raise _unprocessable(
+            f"warmup_requests + cooldown_requests ({unmeasured}) must be below the "
+            f"{workload.num_requests} turns drawn so that some are measured",
+            "invalid-traffic",
+            f"{pointer}/warmup_requests",
+            f"{pointer}/cooldown_requests",
+        )
+    return replace(
+        workload,
+        warmup_requests=traffic.warmup_requests,
+        cooldown_requests=traffic.cooldown_requests,
+    )
 
 
 def seed_streams(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:

@@ -7,17 +7,18 @@ catalogue, and plan from the terminal (memory, kv, perf, simulate, size).
 ``models``     ``models list|show|inspect|pull``
 ``planning``   ``memory``, ``kv``, ``perf``, ``simulate`` through :mod:`servesize.core.replica`
 ``size``       ``size``: the cheapest deployments that meet an SLO
+``traces``     ``traces upload``: store a trace file for ``traffic.trace_id``
 ``exports``    ``--json`` / ``--csv``: the option pair, stdout kept for the data, the writers
 ``answers``    the REST answers the exports print (the API's renderers) and their CSV rows
 =============  ==============================================================================
 """
 
-from servesize.cli import admin, models, planning, size
+from servesize.cli import admin, models, planning, size, traces
 from servesize.cli.app import app
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (admin, models, planning, size)
+_COMMANDS = (admin, models, planning, size, traces)
 """The modules whose decorators register the commands on ``app``."""
 
 

@@ -54,6 +54,7 @@ from servesize.core.traffic import (
     closed_loop_workload,
     open_loop_workload,
     parse_trace,
+    trace_format_of,
     trace_workload,
 )
 
@@ -312,7 +313,7 @@ def _workload(
 ) -> Workload:
     """The requests of one run; the first tenth are warm-up."""
     if trace is not None:
-        fmt: TraceFormat = "jsonl" if trace.suffix.lower() in (".jsonl", ".json") else "csv"
+        fmt: TraceFormat = trace_format_of(trace.name)
         try:
             rows = parse_trace(trace.read_text(encoding="utf-8"), fmt, max_rows=TRACE_MAX_ROWS)
         except TraceError as exc:
@@ -414,8 +415,9 @@ def simulate(
         typer.Option(
             exists=True,
             dir_okay=False,
-            help="Replay a trace file: Mooncake JSONL (.jsonl) or CSV with arrival_s/timestamp, "
-            "input_tokens, output_tokens.",
+            help="Replay a trace file: Mooncake or plain JSONL (.jsonl), a vLLM "
+            "--save-detailed result (.json), or CSV (arrival_s/timestamp, input_tokens, "
+            "output_tokens; Azure's TIMESTAMP,ContextTokens,GeneratedTokens too).",
         ),
     ] = None,
     as_json: JsonOption = False,

@@ -343,3 +343,27 @@ class SizingAnswer(Base):
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class StoredTrace(Base):
+    """An uploaded request trace (``POST /v1/traces``), replayed by ``traffic.trace_id``;
+    never updated."""
+
+    __tablename__ = "stored_trace"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    """Public id, ``trc_<16 hex digits>``."""
+    owner_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_key.id", ondelete="SET NULL"), default=None, index=True
+    )
+    """The API key that uploaded it; only it or an ``admin`` key may delete it."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utc_now)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    format: Mapped[str] = mapped_column(String(16))
+    """``csv``, ``jsonl``, ``azure`` or ``vllm`` (:mod:`servesize.core.traffic.traces`)."""
+    content: Mapped[str] = mapped_column(Text)
+    """The file's text as uploaded."""
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    """UTF-8 bytes of ``content``."""
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """Requests, duration, rate and length statistics, computed at upload."""

@@ -22,6 +22,7 @@ from servesize.db.models import (
     RateLimitCounter,
     SavedPlan,
     SizingAnswer,
+    StoredTrace,
 )
 from servesize.db.types import utc_now
 from servesize.security import NewKey, Scope, generate_key, hash_secret, parse_key, verify_secret
@@ -488,5 +489,24 @@ class CalibrationRepository:
         return row if row is not None and row.profile_id == profile_id else None
 
     def delete(self, row: EngineCalibration) -> None:
+        self.session.delete(row)
+        self.session.flush()
+
+
+class TraceRepository:
+    """Uploaded request traces."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, trace_id: str) -> StoredTrace | None:
+        return self.session.get(StoredTrace, trace_id)
+
+    def add(self, row: StoredTrace) -> StoredTrace:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def delete(self, row: StoredTrace) -> None:
         self.session.delete(row)
         self.session.flush()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.energy import EnergyOut
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 from servesize.schemas.prefix import PrefixCacheOut, PrefixIn
+from servesize.schemas.sessions import SessionMeansOut, SessionsIn
 from servesize.schemas.uncertainty import PredictionIntervalOut
 
 
@@ -20,6 +21,17 @@ class WorkloadPoint(RequestModel):
     output_tokens: int = Field(default=256, ge=1, le=2**24)
     prefix: PrefixIn | None = None
     """Shared prompt heads a prefix cache reuses (unset: every prompt unique)."""
+    sessions: SessionsIn | None = None
+    """Multi-turn sessions: the point takes their mean prompt (history included) and output
+    lengths, and the history as the prefix cache's hit rate (``sessions`` in the answer)."""
+
+    @model_validator(mode="after")
+    def _sessions_alone(self) -> WorkloadPoint:
+        if self.sessions is not None:
+            clash = {"input_tokens", "output_tokens", "prefix"} & self.model_fields_set
+            if clash:
+                raise ValueError(f"with sessions leave out {', '.join(sorted(clash))}")
+        return self
 
 
 class PerformanceRequest(RequestModel):
@@ -89,3 +101,5 @@ class PerformanceResponse(ResponseModel):
     energy: EnergyOut | None = None
     """Board power and energy per request and per million output tokens at this load (null
     when the profile has neither a TDP nor measured power)."""
+    sessions: SessionMeansOut | None = None
+    """The per-request means ``workload.sessions`` stood for (null without sessions)."""

@@ -2,37 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import (
     ConfigDict,
     Field,
-    TypeAdapter,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
-    WrapValidator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from servesize.core.simulation import SchedulingPolicy
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.energy import EnergyOut
 from servesize.schemas.histograms import LatencyHistogramsOut
+from servesize.schemas.lengths import MAX_HISTOGRAM_VALUES as MAX_HISTOGRAM_VALUES
+from servesize.schemas.lengths import FixedLengthIn as FixedLengthIn
+from servesize.schemas.lengths import HistogramLengthIn as HistogramLengthIn
+from servesize.schemas.lengths import LengthDistributionIn as LengthDistributionIn
+from servesize.schemas.lengths import LengthIn as LengthIn
+from servesize.schemas.lengths import LogNormalLengthIn as LogNormalLengthIn
+from servesize.schemas.lengths import NormalLengthIn as NormalLengthIn
+from servesize.schemas.lengths import UniformLengthIn as UniformLengthIn
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 from servesize.schemas.prefix import PrefixIn
+from servesize.schemas.sessions import SessionsIn
+from servesize.schemas.traces import MAX_LENGTH_TOKENS as MAX_LENGTH_TOKENS
+from servesize.schemas.traces import MAX_REQUESTS as MAX_REQUESTS
+from servesize.schemas.traces import MAX_TRACE_FILE_CHARS as MAX_TRACE_FILE_CHARS
+from servesize.schemas.traces import TRACE_ID_PATTERN
+from servesize.schemas.traces import TraceIn as TraceIn
 from servesize.schemas.uncertainty import PredictionIntervalOut
 
-MAX_REQUESTS = 50_000
-"""Most requests one simulation may ask for: the run happens inside the HTTP request."""
 MAX_EXPECTED_TOKENS = 200_000_000
 """Most prompt + output tokens one simulation may expect to process (mean lengths × requests)."""
-MAX_LENGTH_TOKENS = 2**24
 TIME_SERIES_POINTS = 200
-MAX_HISTOGRAM_VALUES = 10_000
-MAX_TRACE_FILE_CHARS = 8_000_000
-"""About 50,000 rows of a CSV or Mooncake JSONL trace."""
 
 
 class _In(RequestModel):
@@ -42,159 +45,6 @@ class _In(RequestModel):
 
 
 # ----------------------------------------------------------------------------- traffic
-
-
-class FixedLengthIn(_In):
-    """Every request has exactly ``tokens`` tokens."""
-
-    kind: Literal["fixed"]
-    tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS, examples=[1024])
-
-
-class UniformLengthIn(_In):
-    """Integers uniform on ``[low_tokens, high_tokens]``, both ends included."""
-
-    kind: Literal["uniform"]
-    low_tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS, examples=[512])
-    high_tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS, examples=[1536])
-
-    @model_validator(mode="after")
-    def _ordered(self) -> UniformLengthIn:
-        if self.high_tokens < self.low_tokens:
-            raise ValueError(
-                f"high_tokens ({self.high_tokens}) must be >= low_tokens ({self.low_tokens})"
-            )
-        return self
-
-
-class _ClippedLengthIn(_In):
-    min_tokens: int = Field(default=1, ge=1, le=MAX_LENGTH_TOKENS, examples=[16])
-    """Lower clip."""
-    max_tokens: int | None = Field(default=None, ge=1, le=MAX_LENGTH_TOKENS, examples=[4096])
-    """Upper clip; unset clips at the deployment's ``max_model_len`` (minus one token for the
-    other side of the request)."""
-
-    @model_validator(mode="after")
-    def _bounds(self) -> _ClippedLengthIn:
-        if self.max_tokens is not None and self.max_tokens < self.min_tokens:
-            raise ValueError(
-                f"max_tokens ({self.max_tokens}) must be >= min_tokens ({self.min_tokens})"
-            )
-        return self
-
-
-class NormalLengthIn(_ClippedLengthIn):
-    """``round(N(mean_tokens, std_tokens²))`` clipped to ``[min_tokens, max_tokens]`` (the mean
-    is before clipping)."""
-
-    kind: Literal["normal"]
-    mean_tokens: float = Field(gt=0, le=MAX_LENGTH_TOKENS, examples=[1024.0])
-    std_tokens: float = Field(ge=0, le=MAX_LENGTH_TOKENS, examples=[256.0])
-
-
-class LogNormalLengthIn(_ClippedLengthIn):
-    """``round(X)``, ``X`` log-normal with mean ``mean_tokens`` and coefficient of variation
-    ``cv``, clipped to ``[min_tokens, max_tokens]``."""
-
-    kind: Literal["lognormal"]
-    mean_tokens: float = Field(gt=0, le=MAX_LENGTH_TOKENS, examples=[1024.0])
-    cv: float = Field(ge=0, le=100, examples=[0.5])
-
-
-class HistogramLengthIn(_In):
-    """An empirical distribution: ``tokens[k]`` with probability ``weights[k] / Σ weights``."""
-
-    kind: Literal["histogram"]
-    tokens: list[Annotated[int, Field(ge=1, le=MAX_LENGTH_TOKENS)]] = Field(
-        min_length=1, max_length=MAX_HISTOGRAM_VALUES, examples=[[128, 512, 2048]]
-    )
-    """Observed lengths (repeats add their weights)."""
-    weights: list[Annotated[float, Field(ge=0, le=1e12)]] | None = Field(
-        default=None, max_length=MAX_HISTOGRAM_VALUES, examples=[[0.5, 0.3, 0.2]]
-    )
-    """Relative frequency of each of ``tokens`` (unset: equal)."""
-
-    @property
-    def min_tokens(self) -> int:
-        """The shortest length drawn."""
-        return min(self.tokens)
-
-    @property
-    def max_tokens(self) -> int:
-        """The longest length drawn."""
-        return max(self.tokens)
-
-    @property
-    def mean_tokens(self) -> float:
-        """``Σ w t / Σ w``."""
-        weights = self.weights if self.weights is not None else [1.0] * len(self.tokens)
-        return sum(w * t for w, t in zip(weights, self.tokens, strict=True)) / sum(weights)
-
-    @model_validator(mode="after")
-    def _matching(self) -> HistogramLengthIn:
-        if self.weights is not None:
-            if len(self.weights) != len(self.tokens):
-                raise ValueError(
-                    f"weights has {len(self.weights)} entries, tokens has {len(self.tokens)}"
-                )
-            if sum(self.weights) <= 0:
-                raise ValueError("weights must have a positive sum")
-        return self
-
-
-LengthDistributionIn = Annotated[
-    FixedLengthIn | UniformLengthIn | NormalLengthIn | LogNormalLengthIn | HistogramLengthIn,
-    Field(discriminator="kind"),
-]
-TokenCount = Annotated[int, Field(ge=1, le=MAX_LENGTH_TOKENS)]
-_TOKEN_COUNT: TypeAdapter[int] = TypeAdapter(TokenCount)
-_BY_KIND: dict[str, type[RequestModel]] = {
-    "fixed": FixedLengthIn,
-    "uniform": UniformLengthIn,
-    "normal": NormalLengthIn,
-    "lognormal": LogNormalLengthIn,
-    "histogram": HistogramLengthIn,
-}
-
-
-def _one_error(exc: ValidationError) -> PydanticCustomError:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"])
-        parts.append(f"{where}: {error['msg']}" if where else error["msg"])
-    return PydanticCustomError("length_distribution", "{issues}", {"issues": "; ".join(parts)})
-
-
-def _validate_length(value: object, handler: ValidatorFunctionWrapHandler) -> object:
-    """Dispatch on ``kind`` so a mistake is reported at the length's own pointer (a plain
-    union would report one error per alternative, under synthetic path segments)."""
-    if isinstance(
-        value,
-        FixedLengthIn | UniformLengthIn | NormalLengthIn | LogNormalLengthIn | HistogramLengthIn,
-    ):
-        return value
-    if isinstance(value, dict):
-        kind = value.get("kind")
-        model = _BY_KIND.get(kind) if isinstance(kind, str) else None
-        if model is None:
-            raise PydanticCustomError(
-                "length_kind",
-                "kind must be one of fixed, uniform, normal, lognormal, histogram (got {kind})",
-                {"kind": repr(kind)},
-            )
-        try:
-            return model.model_validate(value)
-        except ValidationError as exc:
-            raise _one_error(exc) from None
-    try:
-        return _TOKEN_COUNT.validate_python(value)
-    except ValidationError as exc:
-        raise _one_error(exc) from None
-
-
-LengthIn = Annotated[TokenCount | LengthDistributionIn, WrapValidator(_validate_length)]
-"""A token count, or a distribution ``{"kind": "fixed" | "uniform" | "normal" | "lognormal" |
-"histogram", ...}``."""
 
 
 class ArrivalIn(_In):
@@ -211,50 +61,6 @@ class ArrivalIn(_In):
     cv: float = Field(default=1.0, gt=0, le=100, examples=[2.0])
     """Coefficient of variation of the gaps, ``gamma`` only (vLLM bench ``--burstiness`` is
     ``1/cv²``)."""
-
-
-class TraceIn(_In):
-    """A trace to replay, inline (``arrival_s``, ``input_tokens``, ``output_tokens``, equal
-    lengths, times in order and ``>= 0``) or as a file's text (``file`` with ``format``):
-    ``jsonl`` is the Mooncake trace, ``{"timestamp": ms, "input_length": n, "output_length":
-    m}`` per line; ``csv`` has a header with ``arrival_s`` or ``timestamp`` (seconds),
-    ``input_tokens`` (or ``input_length``) and ``output_tokens`` (or ``output_length``). File
-    times are shifted to start at 0. At most 50,000 requests."""
-
-    arrival_s: list[Annotated[float, Field(ge=0, le=10**9)]] | None = Field(
-        default=None, max_length=MAX_REQUESTS, examples=[[0.0, 0.1, 0.25, 0.4]]
-    )
-    """Send time of each request in seconds, in order."""
-    input_tokens: list[TokenCount] | None = Field(
-        default=None, max_length=MAX_REQUESTS, examples=[[512, 2048, 128, 1024]]
-    )
-    """Prompt tokens of each request."""
-    output_tokens: list[TokenCount] | None = Field(
-        default=None, max_length=MAX_REQUESTS, examples=[[64, 256, 32, 128]]
-    )
-    """Output tokens of each request."""
-    format: Literal["csv", "jsonl"] | None = Field(default=None, examples=["jsonl"])
-    """Format of ``file``."""
-    file: str | None = Field(
-        default=None,
-        max_length=MAX_TRACE_FILE_CHARS,
-        examples=['{"timestamp": 0, "input_length": 655, "output_length": 52}\n'],
-    )
-    """The trace file's text."""
-
-    @model_validator(mode="after")
-    def _one_form(self) -> TraceIn:
-        arrays = (self.arrival_s, self.input_tokens, self.output_tokens)
-        inline = any(a is not None for a in arrays)
-        if inline == (self.file is not None):
-            raise ValueError(
-                "give either arrival_s, input_tokens and output_tokens, or file with format"
-            )
-        if inline and any(a is None for a in arrays):
-            raise ValueError("an inline trace needs arrival_s, input_tokens and output_tokens")
-        if self.file is not None and self.format is None:
-            raise ValueError("give the file's format: csv or jsonl")
-        return self
 
 
 class TrafficIn(_In):
@@ -297,15 +103,27 @@ class TrafficIn(_In):
     """Client timeout per request, from its send time (unset: none)."""
     prefix: PrefixIn | None = None
     """Shared prompt heads a prefix cache reuses (unset: every prompt unique)."""
+    trace_id: str | None = Field(
+        default=None, pattern=TRACE_ID_PATTERN, examples=["trc_5f0c3a9e1b2d4c6f"]
+    )
+    """Replay a trace stored with ``POST /v1/traces`` (as ``trace``; ``/v1/simulate`` only)."""
+    sessions: SessionsIn | None = None
+    """Multi-turn sessions instead of independent requests: ``num_requests``, ``arrival``,
+    the lengths and ``prefix`` then do not apply (each session's history is its prefix)."""
 
     @model_validator(mode="after")
     def _something_measured(self) -> TrafficIn:
-        if self.trace is not None or self.arrival.process == "trace":
+        if self.trace is not None and self.trace_id is not None:
+            raise ValueError("give trace or trace_id, not both")
+        if self.sessions is not None:
+            self._check_sessions()
+            return self  # the number of turns is known once they are drawn
+        if self.trace is not None or self.trace_id is not None or self.arrival.process == "trace":
             self._check_trace()
         size = self.num_requests
         if self.trace is not None and self.trace.arrival_s is not None:
             size = len(self.trace.arrival_s)
-        elif self.trace is not None:
+        elif self.trace is not None or self.trace_id is not None:
             return self  # a file's length is known once it is read
         unmeasured = self.warmup_requests + self.cooldown_requests
         if unmeasured >= size:
@@ -315,9 +133,16 @@ class TrafficIn(_In):
             )
         return self
 
+    def _check_sessions(self) -> None:
+        if self.mode != "open_loop":
+            raise ValueError("sessions start open loop (each is its own closed loop); set mode")
+        clash = {"trace", "trace_id", "arrival", "num_requests", "prefix"} & self.model_fields_set
+        if clash:
+            raise ValueError(f"with sessions leave out {', '.join(sorted(clash))}")
+
     def _check_trace(self) -> None:
-        if self.trace is None:
-            raise ValueError('arrival process "trace" needs traffic.trace')
+        if self.trace is None and self.trace_id is None:
+            raise ValueError('arrival process "trace" needs traffic.trace or traffic.trace_id')
         if self.mode != "open_loop":
             raise ValueError("a trace is replayed open loop; set mode to open_loop")
         if "arrival" in self.model_fields_set and self.arrival.process != "trace":

@@ -29,6 +29,8 @@ WRITE_SCOPES = {
     ("post", "/v1/hardware/{profile_id}/measurements"): "profiles:write",
     ("post", "/v1/jobs"): "jobs:write",
     ("delete", "/v1/hardware/{profile_id}/recalibration/{calibration_id}"): "profiles:write",
+    ("post", "/v1/traces"): "traces:write",
+    ("delete", "/v1/traces/{trace_id}"): "traces:write",
 }
 
 

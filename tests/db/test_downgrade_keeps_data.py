@@ -64,25 +64,25 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
         assert migrate.is_at_head(db_engine)  # nothing was changed
     finally:
         db_engine.dispose()
-    # Each revision declares what it drops: the newest the host-link columns (16 values, the
-    # empty host memory), then the shared state (nothing stored), then the inter_node column
-    # (2 values, the NVL72 rows), then the (empty) engine_calibration table, job,
-    # plan_verification and saved_plan, then the owner columns.
+
+    # Each revision declares what it drops: the newest the (empty) stored_trace table, then the
+    # host-link columns (16 values, the empty host memory), then the shared state (nothing
+    # stored), then the inter_node column (2 values, the NVL72 rows), then the (empty)
+    # engine_calibration table, job, plan_verification and saved_plan, then the owner columns.
+    def losses(steps: str) -> list[tuple[str, int]]:
+        return [(loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, steps)]
+
+    traces = [("stored_trace", 0)]
     host_link = [
         ("hardware_profile.host_link_bytes_per_s", 16),
         ("hardware_profile.host_memory_bytes", 0),
     ]
-    assert [
-        (loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-1")
-    ] == host_link
-    assert [
-        (loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-2")
-    ] == host_link
-    assert [(loss.target, loss.rows) for loss in migrate.downgrade_losses(fresh_url, "-3")][2] == (
-        "hardware_profile.inter_node",
-        2,
-    )
-    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-6")] == [
+    assert losses("-1") == traces
+    assert losses("-2") == traces + host_link
+    assert losses("-3") == traces + host_link
+    assert losses("-4")[3] == ("hardware_profile.inter_node", 2)
+    assert [loss.target for loss in migrate.downgrade_losses(fresh_url, "-7")] == [
+        "stored_trace",
         "hardware_profile.host_link_bytes_per_s",
         "hardware_profile.host_memory_bytes",
         "hardware_profile.inter_node",
@@ -90,8 +90,8 @@ def test_downgrade_refuses_to_drop_data_and_says_what(fresh_url: str) -> None:
         "job",
         "plan_verification",
     ]
-    assert migrate.downgrade_losses(fresh_url, "-7")[6].target == "saved_plan"
-    assert migrate.downgrade_losses(fresh_url, "-8")[7].target == "custom_model.owner_key_id"
+    assert migrate.downgrade_losses(fresh_url, "-8")[7].target == "saved_plan"
+    assert migrate.downgrade_losses(fresh_url, "-9")[8].target == "custom_model.owner_key_id"
 
 
 def test_instance_secret_survives_downgrade_and_upgrade(fresh_url: str) -> None:

@@ -10,6 +10,7 @@ from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.performance_views import performance_estimate, performance_response
 from servesize.api.render.uncertainty import performance_bands
 from servesize.api.replica_resolver import ReplicaInputs, request_inputs, request_replica
+from servesize.api.session_views import session_point
 from servesize.schemas.performance import PerformanceRequest, PerformanceResponse
 
 router = APIRouter(prefix="/v1", tags=["performance"], dependencies=[ReadAccess])
@@ -17,9 +18,10 @@ router = APIRouter(prefix="/v1", tags=["performance"], dependencies=[ReadAccess]
 
 def _performance(body: PerformanceRequest, inputs: ReplicaInputs) -> PerformanceResponse:
     built = request_replica(body, inputs)
-    work = body.workload
+    work, sessions = session_point(built, body.workload)
     estimate = performance_estimate(built, work)
-    return performance_bands(built, work, performance_response(built, work, estimate))
+    answer = performance_bands(built, work, performance_response(built, work, estimate))
+    return answer if sessions is None else answer.model_copy(update={"sessions": sessions})
 
 
 @router.post("/performance", response_model=PerformanceResponse)

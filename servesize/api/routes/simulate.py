@@ -19,6 +19,7 @@ from servesize.api.render.uncertainty import simulate_bands
 from servesize.api.replica_resolver import ReplicaInputs, request_inputs, request_replica
 from servesize.api.simulate_views import latency_out, simulate_response
 from servesize.api.simulation_runner import run_simulation
+from servesize.api.trace_views import with_stored_trace
 from servesize.core.simulation import ClientOverheads
 from servesize.schemas.simulate import SimulateRequest, SimulateResponse
 
@@ -86,6 +87,22 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                     "arrival_s": [0.0, 0.1, 0.25, 0.4, 0.9],
                     "input_tokens": [512, 2048, 128, 1024, 300],
                     "output_tokens": [64, 256, 32, 128, 16],
+                }
+            }
+        },
+    },
+    "sessions": {
+        "summary": "Multi-turn sessions: 4 turns, 5 s think time, the history resent",
+        "value": _SMALL
+        | {
+            "traffic": {
+                "sessions": {
+                    "sessions_per_s": 0.5,
+                    "num_sessions": 50,
+                    "turns": 4,
+                    "think_time_s": 5.0,
+                    "new_tokens": 200,
+                    "output_tokens": 150,
                 }
             }
         },
@@ -164,6 +181,8 @@ async def simulate_serving(
     distributions — client-observed and engine-internal — throughput, goodput, failures,
     stability; optionally prefill/decode disaggregation."""
     check_replicas(body)
-    return await gates.heavy.run(
-        request, lambda inputs: _simulate(body, inputs), lambda: request_inputs(body, lookups)
-    )
+
+    def lookup() -> tuple[SimulateRequest, ReplicaInputs]:
+        return with_stored_trace(body, lookups.factory), request_inputs(body, lookups)
+
+    return await gates.heavy.run(request, lambda found: _simulate(*found), lookup)

@@ -220,6 +220,13 @@ def _prepared(
 ) -> tuple[ResolvedReplica, ServiceLevelObjective, Workload, float]:
     """The engine model and the core objective of a request, after the zero-load screen: also
     the drawn requests and their zero-load p95 TTFT."""
+    if body.traffic.sessions is not None:
+        raise UnprocessableError(
+            "session traffic is planned by /v1/simulate and /v1/performance; the SLO tiers "
+            "take independent requests (give the sessions' mean lengths and request rate)",
+            slug="tier-unavailable",
+            errors=[{"location": "body", "pointer": "/traffic/sessions", "detail": "not here"}],
+        )
     built = request_replica(body, inputs)
     objective = body.slo.to_core()
     workload, zero_ttft_p95 = _zero_load_screen(built, body.traffic, objective)

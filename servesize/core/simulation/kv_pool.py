@@ -202,6 +202,8 @@ class KVBlockPool:
     def hold_after_run(self, ids: np.ndarray, computed: np.ndarray) -> None:
         """After a decode run: request ``ids[i]`` holds ``computed[i]`` tokens (unchanged when
         the pool reserved its whole sequence at admission)."""
+        if self.prefix is not None:  # the run's steps filled these blocks (``cache_blocks``)
+            self.prefix.cache_scheduled(ids, computed)
         if self.reserves_whole:
             return
         bs = self.block_size_tokens

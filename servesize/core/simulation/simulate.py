@@ -6,18 +6,16 @@ Execution strategy (docs/modeling.md §3.5):
 * one replica, or round-robin / random routing of an open loop: the routing does not depend on
   replica state, so requests are split up front and each replica runs on its own (exact);
 * least-loaded routing, closed loops and disaggregation couple the replicas: a conservative
-  event loop lets every replica make scheduling decisions only before the earliest time at which
-  something could still be sent to it (the next request to route into its pool, or the next
-  decision of a replica that feeds the pool — anything that replica emits comes strictly later),
-  and routes each request once no replica can emit anything earlier. A decided step is applied
-  at once even if it ends after that time; the router counts a replica's departures only once
-  they have happened (:meth:`ReplicaSimulator.outstanding_at`). Requests sent at the same
-  instant are routed in id order.
+  event loop lets every replica decide only before the earliest time something could still be
+  sent to it (the next request to route into its pool, or the next decision of a replica that
+  feeds the pool — what that replica emits comes strictly later), and routes each request once
+  no replica can emit anything earlier. A decided step is applied at once even if it ends after
+  that time; the router counts departures only once they happened
+  (:meth:`ReplicaSimulator.outstanding_at`). Requests sent at one instant route in id order.
 
-Routing (after Vidur's global schedulers, ``microsoft/vidur:vidur/scheduler/global_scheduler``):
-``round_robin`` — request ``k`` of a pool to replica ``k mod R``; ``random`` — uniform choices
-pre-drawn from the caller's generator; ``least_loaded`` — fewest outstanding requests (routed and
-not yet left), ties to the lowest index.
+Routing (Vidur's ``vidur/scheduler/global_scheduler``): ``round_robin`` — request ``k`` of a pool
+to replica ``k mod R``; ``random`` — uniform, pre-drawn from the caller's generator;
+``least_loaded`` — fewest outstanding (routed, not yet left), ties to the lowest index.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ from servesize.core.simulation.replica_simulator import ReplicaSimulator
 from servesize.core.simulation.requests import ACTIVE, UNSENT, RequestTable
 from servesize.core.simulation.result import SimulationResult
 from servesize.core.simulation.steptime import StepTimeModel
+from servesize.core.traffic.sessions import SessionWorkload
 from servesize.core.traffic.workload import (
     CLOSED_LOOP_WARNING,
     ClosedLoopWorkload,
@@ -171,8 +170,10 @@ class _Coupled:
         entry_pool: int,
         decode_pool: int | None,
         progress: Progress | None = None,
+        sessions: SessionWorkload | None = None,
     ) -> None:
         self.tab = table
+        self.sessions = sessions
         self.progress = progress
         self.report_every = max(1, table.size // _PROGRESS_REPORTS)
         self.pools = pools
@@ -219,6 +220,10 @@ class _Coupled:
                 self.inject(self.decode, float(tab.handoff_s[r]), r)
             elif self.closed is not None:
                 self.send_next(float(tab.exit_s[r]) + tab.overhead_s)
+            elif self.sessions is not None and (n := self.sessions.next_turn(r)) >= 0:
+                send = float(tab.exit_s[r]) + tab.overhead_s + float(self.sessions.think_time_s[n])
+                tab.send(n, send)  # the session's next turn, after the answer and a think time
+                self.inject(self.entry, send, n)
         sim.exits.clear()
 
     def horizon(self, pool: int, sim: ReplicaSimulator) -> tuple[float, bool]:
@@ -437,7 +442,8 @@ def simulate(
     total_overhead = (overheads or ClientOverheads()).total_s
     table = _table(workload, total_overhead)
     closed = isinstance(workload, ClosedLoopWorkload)
-    coupled = closed or (routing == "least_loaded" and replicas > 1)
+    feedback = closed or isinstance(workload, SessionWorkload)
+    coupled = feedback or (routing == "least_loaded" and replicas > 1)
     sims = [
         ReplicaSimulator(
             i,
@@ -445,7 +451,7 @@ def simulate(
             scheduler,
             step_time,
             skip_decode_runs=skip_decode_runs,
-            stop_on_exit=closed,
+            stop_on_exit=feedback,
         )
         for i in range(replicas)
     ]
@@ -478,11 +484,12 @@ def simulate(
     driver = _Coupled(
         table,
         [pool],
-        [{0} if closed else set()],
+        [{0} if feedback else set()],
         closed=workload if isinstance(workload, ClosedLoopWorkload) else None,
         entry_pool=0,
         decode_pool=None,
         progress=progress,
+        sessions=workload if isinstance(workload, SessionWorkload) else None,
     )
     _start(driver, pool, workload, table)
     driver.run()
@@ -496,6 +503,11 @@ def _start(driver: _Coupled, entry: _Pool, workload: Workload, table: RequestTab
         table.send_all(workload.arrival_s)
         entry.static_ids = np.arange(table.size, dtype=np.int64)
         entry.static_times = workload.arrival_s.tolist()
+    elif isinstance(workload, SessionWorkload):
+        entry.static_ids = workload.first_turns()
+        entry.static_times = workload.session_start_s.tolist()
+        for r, t in zip(entry.static_ids.tolist(), entry.static_times, strict=True):
+            table.send(r, t)
     else:
         for _ in range(min(workload.clients, table.size)):
             driver.send_next(0.0)
@@ -537,9 +549,10 @@ def simulate_disaggregated(
     table = _table(workload, total_overhead)
     table.transfer_s[:] = transfer.transfer_time_s(table.prompt_tokens)
     closed = isinstance(workload, ClosedLoopWorkload)
+    feedback = closed or isinstance(workload, SessionWorkload)
     prefill_sims = [
         ReplicaSimulator(
-            i, table, prefill, prefill_step_time, prefill_only=True, stop_on_exit=closed
+            i, table, prefill, prefill_step_time, prefill_only=True, stop_on_exit=feedback
         )
         for i in range(prefill_replicas)
     ]
@@ -551,7 +564,7 @@ def simulate_disaggregated(
             decode_step_time,
             remote_kv=True,
             skip_decode_runs=skip_decode_runs,
-            stop_on_exit=closed,
+            stop_on_exit=feedback,
             first_token_after_transfer=transfer.first_token_after_transfer,
         )
         for i in range(decode_replicas)
@@ -564,7 +577,7 @@ def simulate_disaggregated(
     ]
     # Prefill replicas feed the decode pool; in a closed loop every finish (on a decode replica,
     # or on a prefill replica for one-token outputs) makes a client send again.
-    feeders: list[set[int]] = [{0, 1} if closed else set(), {0}]
+    feeders: list[set[int]] = [{0, 1} if feedback else set(), {0}]
     driver = _Coupled(
         table,
         pools,
@@ -573,6 +586,7 @@ def simulate_disaggregated(
         entry_pool=0,
         decode_pool=1,
         progress=progress,
+        sessions=workload if isinstance(workload, SessionWorkload) else None,
     )
     _start(driver, pools[0], workload, table)
     driver.run()

@@ -6,6 +6,7 @@ The caller always passes a ``numpy.random.Generator``; nothing here touches a gl
 ``open_loop_workload``         Poisson / gamma(cv) / constant send times + length distributions
 ``trace_workload``             replay given send times and lengths
 ``closed_loop_workload``       ``N`` clients with optional think time
+``session_workload``           multi-turn sessions: history resent, think time between turns
 ``unit_rate_arrival_times``    the common-random-numbers skeleton ``U`` (arrivals = ``U / λ``)
 ``OpenLoopWorkload.with_rate`` rescale a workload to another rate, lengths kept
 =============================  ================================================================
@@ -30,7 +31,22 @@ from servesize.core.traffic.prefix import (
     prefix_hit_tokens,
     steady_state_hits,
 )
-from servesize.core.traffic.traces import Trace, TraceError, TraceFormat, check_trace, parse_trace
+from servesize.core.traffic.sessions import (
+    SessionMeans,
+    SessionTraffic,
+    SessionWorkload,
+    session_means,
+    session_workload,
+)
+from servesize.core.traffic.traces import (
+    TRACE_FORMATS,
+    Trace,
+    TraceError,
+    TraceFormat,
+    check_trace,
+    parse_trace,
+    trace_format_of,
+)
 from servesize.core.traffic.workload import (
     CLOSED_LOOP_WARNING,
     ClosedLoopWorkload,
@@ -45,6 +61,7 @@ from servesize.core.traffic.workload import (
 
 __all__ = [
     "CLOSED_LOOP_WARNING",
+    "TRACE_FORMATS",
     "ArrivalProcess",
     "ClosedLoopWorkload",
     "FixedLength",
@@ -57,6 +74,9 @@ __all__ = [
     "PrefixAssignment",
     "PrefixCacheEstimate",
     "PrefixTraffic",
+    "SessionMeans",
+    "SessionTraffic",
+    "SessionWorkload",
     "ThinkProcess",
     "Trace",
     "TraceError",
@@ -71,7 +91,10 @@ __all__ = [
     "open_loop_workload",
     "parse_trace",
     "prefix_hit_tokens",
+    "session_means",
+    "session_workload",
     "steady_state_hits",
+    "trace_format_of",
     "trace_workload",
     "unit_rate_arrival_times",
     "with_prefixes",

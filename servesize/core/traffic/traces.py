@@ -1,16 +1,28 @@
 """Request traces: read a trace file's text into send times and lengths, and check a trace.
 
-Two formats, both one request per row:
+Formats:
 
-* ``jsonl`` — the Mooncake trace (``kvcache-ai/Mooncake: mooncake_trace.jsonl``, replayed by
-  AIPerf and Dynamo): ``{"timestamp": ms, "input_length": n, "output_length": m, ...}``, the
-  timestamp in milliseconds since the first request; other keys (``hash_ids``) are ignored.
+* ``jsonl`` — one object per line: the Mooncake trace (``kvcache-ai/Mooncake:
+  mooncake_trace.jsonl``, replayed by AIPerf and Dynamo), ``{"timestamp": ms, "input_length":
+  n, "output_length": m, ...}`` with the timestamp in milliseconds, or the plain form
+  ``{"arrival_s": s, "input_tokens": n, "output_tokens": m}`` in seconds; other keys
+  (``hash_ids``) are ignored.
 * ``csv`` — a header row, then one row per request. The send time is ``arrival_s`` or
-  ``timestamp`` (seconds, as BurstGPT's ``Timestamp``); the lengths are ``input_tokens`` /
-  ``input_length`` / ``Request tokens`` and ``output_tokens`` / ``output_length`` /
-  ``Response tokens``. Header names are matched without case.
+  ``timestamp`` (seconds, as BurstGPT's ``Timestamp``, or a date and time such as
+  ``2023-11-16 18:15:46.6805900``); the lengths are ``input_tokens`` / ``input_length`` /
+  ``Request tokens`` / ``ContextTokens`` and ``output_tokens`` / ``output_length`` /
+  ``Response tokens`` / ``GeneratedTokens``. Header names are matched without case.
+* ``azure`` — the Azure LLM inference traces (``Azure/AzurePublicDataset:
+  data/AzureLLMInferenceTrace_{conv,code}.csv``): ``TIMESTAMP,ContextTokens,GeneratedTokens``
+  with date-time stamps (read as the ``csv`` format; fractions below a microsecond dropped).
+* ``vllm`` — the JSON file ``vllm bench serve --save-result --save-detailed`` writes
+  (``vllm/benchmarks/serve.py``: ``benchmark`` → ``result``): ``input_lens`` and
+  ``output_lens`` per request; send times from ``start_times`` (``time.perf_counter()`` at each
+  send) where present, else equal gaps of ``1 / request_rate``, else (``"inf"``) all at 0 as
+  vLLM sends them. Requests with a non-empty ``errors`` entry were not served and are left out.
 
-File times are shifted so that the first request is sent at 0. Rows must be in send order.
+File times are shifted so that the first request is sent at 0. Rows must be in send order
+(a vLLM file is sorted by its start times).
 """
 
 from __future__ import annotations
@@ -20,15 +32,20 @@ import io
 import json
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
 
-TraceFormat = Literal["csv", "jsonl"]
+TraceFormat = Literal["csv", "jsonl", "azure", "vllm"]
+TRACE_FORMATS: tuple[TraceFormat, ...] = ("csv", "jsonl", "azure", "vllm")
 
 _TIME_COLUMNS = ("arrival_s", "timestamp")
-_INPUT_COLUMNS = ("input_tokens", "input_length", "request tokens")
-_OUTPUT_COLUMNS = ("output_tokens", "output_length", "response tokens")
+_INPUT_COLUMNS = ("input_tokens", "input_length", "request tokens", "contexttokens")
+_OUTPUT_COLUMNS = ("output_tokens", "output_length", "response tokens", "generatedtokens")
+
+_Rows = tuple[list[float], list[float], list[float], list[int]]
+"""Send times, input and output lengths, and the file line of each request."""
 
 
 class TraceError(ValueError):
@@ -106,6 +123,25 @@ def _number(text: object, what: str, line: int) -> float:
     return value
 
 
+def _time(text: str, what: str, line: int) -> float:
+    """Seconds, or a date and time (ISO 8601; naive ones read as UTC) as seconds since 1970."""
+    try:
+        return _number(text, what, line)
+    except TraceError:
+        pass
+    try:
+        stamp = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise TraceError(
+            f"line {line}: {what} {text!r} is neither seconds nor a date and time",
+            field="file",
+            index=line,
+        ) from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
 def _column(header: list[str], names: tuple[str, ...]) -> int:
     lowered = [h.strip().lower() for h in header]
     for name in names:
@@ -118,7 +154,7 @@ def _column(header: list[str], names: tuple[str, ...]) -> int:
     )
 
 
-def _rows_csv(text: str, max_rows: int) -> tuple[list[float], list[float], list[float]]:
+def _rows_csv(text: str, max_rows: int) -> _Rows:
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     if header is None:
@@ -131,6 +167,7 @@ def _rows_csv(text: str, max_rows: int) -> tuple[list[float], list[float], list[
     t: list[float] = []
     n_in: list[float] = []
     n_out: list[float] = []
+    lines: list[int] = []
     for row in reader:
         line = reader.line_num
         if not row or all(not cell.strip() for cell in row):
@@ -141,16 +178,25 @@ def _rows_csv(text: str, max_rows: int) -> tuple[list[float], list[float], list[
             raise TraceError(
                 f"line {line}: expected {len(header)} columns", field="file", index=line
             )
-        t.append(_number(row[cols[0]], header[cols[0]], line))
+        t.append(_time(row[cols[0]], header[cols[0]], line))
         n_in.append(_number(row[cols[1]], header[cols[1]], line))
         n_out.append(_number(row[cols[2]], header[cols[2]], line))
-    return t, n_in, n_out
+        lines.append(line)
+    return t, n_in, n_out, lines
 
 
-def _rows_jsonl(text: str, max_rows: int) -> tuple[list[float], list[float], list[float]]:
+def _key(record: dict[str, object], names: tuple[str, ...], line: int) -> str:
+    for name in names:
+        if name in record:
+            return name
+    raise TraceError(f"line {line}: {' or '.join(names)} is missing", field="file", index=line)
+
+
+def _rows_jsonl(text: str, max_rows: int) -> _Rows:
     t: list[float] = []
     n_in: list[float] = []
     n_out: list[float] = []
+    lines: list[int] = []
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -164,13 +210,74 @@ def _rows_jsonl(text: str, max_rows: int) -> tuple[list[float], list[float], lis
             ) from None
         if not isinstance(record, dict):
             raise TraceError(f"line {line}: expected an object", field="file", index=line)
-        for key in ("timestamp", "input_length", "output_length"):
-            if key not in record:
-                raise TraceError(f"line {line}: {key} is missing", field="file", index=line)
-        t.append(_number(record["timestamp"], "timestamp", line) / 1000.0)
-        n_in.append(_number(record["input_length"], "input_length", line))
-        n_out.append(_number(record["output_length"], "output_length", line))
-    return t, n_in, n_out
+        when = _key(record, ("timestamp", "arrival_s"), line)
+        scale = 1000.0 if when == "timestamp" else 1.0  # Mooncake: milliseconds
+        n_key = _key(record, ("input_length", "input_tokens"), line)
+        m_key = _key(record, ("output_length", "output_tokens"), line)
+        t.append(_number(record[when], when, line) / scale)
+        n_in.append(_number(record[n_key], n_key, line))
+        n_out.append(_number(record[m_key], m_key, line))
+        lines.append(line)
+    return t, n_in, n_out, lines
+
+
+def _list(doc: dict[str, object], key: str, size: int | None) -> list[object]:
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise TraceError(
+            f"{key} must be a list (save the run with --save-detailed)", field="file", index=1
+        )
+    if size is not None and len(value) != size:
+        raise TraceError(
+            f"{key} has {len(value)} entries, input_lens has {size}", field="file", index=1
+        )
+    return value
+
+
+def _rows_vllm(text: str, max_rows: int) -> _Rows:
+    """A ``vllm bench serve --save-detailed`` result (module docstring); the "line" of a
+    request is its index in ``input_lens`` plus one."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(
+            f"line {exc.lineno}: not JSON ({exc.msg})", field="file", index=exc.lineno
+        ) from None
+    if not isinstance(doc, dict):
+        raise TraceError("expected a JSON object", field="file", index=1)
+    n_in = _list(doc, "input_lens", None)
+    size = len(n_in)
+    if size > max_rows:
+        raise TraceError(f"more than {max_rows} requests", field="file", index=max_rows + 1)
+    n_out = _list(doc, "output_lens", size)
+    errors = _list(doc, "errors", size) if "errors" in doc else [""] * size
+    if "start_times" in doc:
+        t = [
+            _number(v, "start_times", i + 1) for i, v in enumerate(_list(doc, "start_times", size))
+        ]
+    else:
+        rate = doc.get("request_rate", "inf")
+        gap = 0.0 if rate == "inf" else 1.0 / _number(rate, "request_rate", 1)
+        t = [i * gap for i in range(size)]
+    keep = [i for i in range(size) if not errors[i]]
+    keep.sort(key=lambda i: t[i])
+    return (
+        [t[i] for i in keep],
+        [_number(n_in[i], "input_lens", i + 1) for i in keep],
+        [_number(n_out[i], "output_lens", i + 1) for i in keep],
+        [i + 1 for i in keep],
+    )
+
+
+def trace_format_of(name: str) -> TraceFormat:
+    """The format a file name suggests: ``.jsonl`` Mooncake/plain JSONL, ``.json`` a vLLM
+    result, anything else CSV (which reads Azure's traces too)."""
+    lowered = name.lower()
+    if lowered.endswith(".jsonl"):
+        return "jsonl"
+    if lowered.endswith(".json"):
+        return "vllm"
+    return "csv"
 
 
 def parse_trace(text: str, fmt: TraceFormat, *, max_rows: int) -> Trace:
@@ -184,10 +291,12 @@ def parse_trace(text: str, fmt: TraceFormat, *, max_rows: int) -> Trace:
     >>> tr.arrival_s.tolist(), tr.input_tokens.tolist()
     ([0.0, 1.0], [8, 9])
     """
-    if fmt == "csv":
-        t, n_in, n_out = _rows_csv(text, max_rows)
+    if fmt in ("csv", "azure"):
+        t, n_in, n_out, lines = _rows_csv(text, max_rows)
     elif fmt == "jsonl":
-        t, n_in, n_out = _rows_jsonl(text, max_rows)
+        t, n_in, n_out, lines = _rows_jsonl(text, max_rows)
+    elif fmt == "vllm":
+        t, n_in, n_out, lines = _rows_vllm(text, max_rows)
     else:
         raise TraceError(f"unknown trace format {fmt!r}", field="format")
     if not t:
@@ -196,5 +305,6 @@ def parse_trace(text: str, fmt: TraceFormat, *, max_rows: int) -> Trace:
     try:
         return check_trace(times - times[0], np.asarray(n_in), np.asarray(n_out))
     except TraceError as exc:
-        # Point at the file line: request i is the (i + 1)-th data row.
-        raise TraceError(f"request {exc.index}: {exc}", field="file", index=exc.index) from None
+        line = lines[exc.index] if exc.index is not None else None
+        where = f"line {line}" if fmt != "vllm" else f"request {line}"
+        raise TraceError(f"{where}: {exc}", field="file", index=line) from None

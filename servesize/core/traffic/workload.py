@@ -24,6 +24,7 @@ import numpy as np
 from servesize.core.traffic.arrivals import ArrivalProcess, unit_rate_arrival_times
 from servesize.core.traffic.lengths import LengthDistribution
 from servesize.core.traffic.prefix import PrefixAssignment, PrefixTraffic, assign_prefixes
+from servesize.core.traffic.sessions import SessionWorkload
 
 ThinkProcess = Literal["constant", "exponential"]
 
@@ -195,7 +196,7 @@ class ClosedLoopWorkload:
         return int(self.prompt_tokens.size)
 
 
-Workload = OpenLoopWorkload | ClosedLoopWorkload
+Workload = OpenLoopWorkload | ClosedLoopWorkload | SessionWorkload
 
 
 def with_prefixes(workload: Workload, traffic: PrefixTraffic | None) -> Workload:
