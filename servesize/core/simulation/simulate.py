@@ -182,17 +182,13 @@ class _Coupled:
         self.decode = decode_pool
         self.seq = 0
         self.next_request = 0
-        # Pools that can feed pool i, directly or through a chain of pools.
-        self.closure: list[set[int]] = []
+        self.closure: list[set[int]] = []  # pools that can feed pool i, directly or via others
         for i in range(len(pools)):
-            reach = set(feeders[i])
-            frontier = list(reach)
+            reach, frontier = set(feeders[i]), list(feeders[i])
             while frontier:
-                j = frontier.pop()
-                for k in feeders[j]:
-                    if k not in reach:
-                        reach.add(k)
-                        frontier.append(k)
+                added = feeders[frontier.pop()] - reach
+                reach |= added
+                frontier.extend(added)
             self.closure.append(reach)
         self.pool_of = {id(s): i for i, p in enumerate(pools) for s in p.members}
 
