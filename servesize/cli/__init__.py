@@ -9,15 +9,16 @@ catalogue, and plan from the terminal (memory, kv, perf, simulate, size).
 ``size``       ``size``: the cheapest deployments that meet an SLO
 ``exports``    ``--json`` / ``--csv``: the option pair, stdout kept for the data, the writers
 ``answers``    the REST answers the exports print (the API's renderers) and their CSV rows
+``worker``     ``worker``: a Celery worker for jobs sent through ``BROKER_URL``
 =============  ==============================================================================
 """
 
-from servesize.cli import admin, models, planning, size
+from servesize.cli import admin, models, planning, size, worker
 from servesize.cli.app import app
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (admin, models, planning, size)
+_COMMANDS = (admin, models, planning, size, worker)
 """The modules whose decorators register the commands on ``app``."""
 
 
