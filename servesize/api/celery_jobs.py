@@ -95,7 +95,7 @@ def make_celery(settings: Settings) -> Celery:
         broker_transport_options={"visibility_timeout": int(2 * hard + 60)},
     )
 
-    @app.task(name=SIZING_TASK, acks_late=True, soft_time_limit=soft, time_limit=hard)
+    @app.task(name=SIZING_TASK, shared=False, acks_late=True, soft_time_limit=soft, time_limit=hard)
     def sizing_task(request: dict[str, Any], inputs: Any) -> dict[str, Any]:
         """One sweep combination: ``{"sizing"}`` or ``{"problem"}``."""
         try:
@@ -103,7 +103,7 @@ def make_celery(settings: Settings) -> Celery:
         except SoftTimeLimitExceeded:
             return {"problem": _time_limit_problem(soft)}
 
-    @app.task(name=JOB_TASK, acks_late=True, soft_time_limit=soft, time_limit=hard)
+    @app.task(name=JOB_TASK, shared=False, acks_late=True, soft_time_limit=soft, time_limit=hard)
     def job_task(kind: str, request: dict[str, Any], inputs: Any) -> dict[str, Any]:
         """A whole sizing, capacity search or simulation: ``{"result"}`` or ``{"error"}``."""
         try:
