@@ -277,6 +277,9 @@ class CeleryJobExecutor(JobExecutor):
         self._stop.set()
         if self._monitor is not None:
             self._monitor.join(timeout=5)
+        consumer = getattr(self.celery.backend, "result_consumer", None)
+        if consumer is not None:  # rpc://: its reply-queue connection
+            consumer.stop()
         self.celery.close()
 
 

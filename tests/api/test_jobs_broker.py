@@ -77,11 +77,11 @@ class Worker:
             )
 
     def wait_ready(self) -> None:
-        control = make_celery(_settings()).control
         deadline = time.monotonic() + POLL_LIMIT_S
-        while not control.ping(destination=[self.name], timeout=1.0):
-            assert self.process.poll() is None, self.log.read_text()
-            assert time.monotonic() < deadline, "the worker did not answer a ping"
+        with make_celery(_settings()) as app:
+            while not app.control.ping(destination=[self.name], timeout=1.0):
+                assert self.process.poll() is None, self.log.read_text()
+                assert time.monotonic() < deadline, "the worker did not answer a ping"
 
     def pool_pids(self) -> list[int]:
         """The worker's pool processes (its children)."""
@@ -89,9 +89,8 @@ class Worker:
         return [int(p) for p in path.read_text().split()]
 
     def processed(self) -> int:
-        stats: dict[str, Any] = (
-            make_celery(_settings()).control.inspect([self.name], timeout=2.0).stats() or {}
-        )
+        with make_celery(_settings()) as app:
+            stats: dict[str, Any] = app.control.inspect([self.name], timeout=2.0).stats() or {}
         totals: dict[str, int] = stats.get(self.name, {}).get("total", {})
         return sum(totals.values())
 
@@ -189,12 +188,13 @@ def test_cancel_revokes_the_running_task(
     assert running["progress"] == {"done": 0, "total": 1, "eta_s": None}
     cancelled = broker_client.delete(f"/v1/jobs/{job_id}", headers=bearer(key))
     assert cancelled.json()["state"] == "cancelled"
-    task: AsyncResult[Any] = AsyncResult(f"{job_id}.0", app=make_celery(_settings()))
     deadline = time.monotonic() + POLL_LIMIT_S
-    while (state := str(task.state)) != "REVOKED":  # terminated on its worker, not finished
-        assert state != "SUCCESS"
-        assert time.monotonic() < deadline, state
-        time.sleep(0.2)
+    with make_celery(_settings()) as app:
+        task: AsyncResult[Any] = AsyncResult(f"{job_id}.0", app=app)
+        while (state := str(task.state)) != "REVOKED":  # terminated on its worker, not finished
+            assert state != "SUCCESS"
+            assert time.monotonic() < deadline, state
+            time.sleep(0.2)
     after = wait_for(
         broker_client,
         key,

@@ -154,3 +154,24 @@ def test_the_csv_of_a_job_that_is_not_a_finished_sweep_is_a_409(
     assert (
         jobs_client.get(f"/v1/jobs/{job_id}/result.csv", headers=bearer(other)).status_code == 403
     )
+
+
+def test_the_readme_sweep_is_4_models_by_6_gpus_by_3_forecasts() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    from servesize.catalog import ModelCatalog
+    from servesize.core.hardware import datasheet_spec
+    from servesize.db.seed import datasheet_entries
+    from servesize.schemas.sweep import SweepRequest
+    from servesize.settings import Settings
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (match,) = re.findall(r"-d '(\{\"kind\": \"sweep\".*?\}\})'", readme, flags=re.S)
+    body = SweepRequest.model_validate(json.loads(match)["request"])
+    assert (len(body.models), len(body.hardware), len(body.traffic), len(body.slos)) == (4, 6, 3, 1)
+    known_gpus = {datasheet_spec(e).id for e in datasheet_entries()}
+    assert set(body.hardware) <= known_gpus
+    catalog = ModelCatalog(Settings().models_dir)
+    assert all(isinstance(m, str) and m in catalog for m in body.models)
