@@ -1,7 +1,9 @@
 """Jobs on a real broker and real ``servesize worker`` processes (SQLite only: workers never
 open the database). The broker is ``BROKER_TEST_URL`` (default the machine's Redis,
 ``redis://127.0.0.1:6379/0``; ``amqp://guest:guest@127.0.0.1:5672//`` for RabbitMQ); with
-``CI=true`` an unreachable broker fails these tests instead of skipping them. Each run uses a
+``CI=true`` an unreachable broker fails these tests instead of skipping them. RabbitMQ is
+checked with ``RESULT_BACKEND=redis://127.0.0.1:6379/0`` (the default ``rpc://`` backend
+delivers states to the submitting process only, which the cancel test cannot read). Each run uses a
 queue of its own, so other runs on the same broker do not take its tasks."""
 
 from __future__ import annotations
@@ -137,11 +139,16 @@ def finished_sweep(client: TestClient, key: str) -> dict[str, Any]:
 
 
 def _pause(worker: Worker) -> None:
-    worker.process.send_signal(signal.SIGSTOP)
+    """The worker stops consuming the queue (it keeps running; nothing is prefetched)."""
+    with make_celery(_settings()) as app:
+        replies = app.control.cancel_consumer(QUEUE, destination=[worker.name], reply=True)
+    assert replies, "the worker did not confirm"
 
 
 def _resume(worker: Worker) -> None:
-    worker.process.send_signal(signal.SIGCONT)
+    with make_celery(_settings()) as app:
+        replies = app.control.add_consumer(QUEUE, destination=[worker.name], reply=True)
+    assert replies, "the worker did not confirm"
 
 
 def test_one_worker_two_workers_and_the_synchronous_endpoint_agree_bit_for_bit(
@@ -150,7 +157,7 @@ def test_one_worker_two_workers_and_the_synchronous_endpoint_agree_bit_for_bit(
     key = create_key(Scope.JOBS_WRITE)
     one, two = workers
     assert isinstance(broker_client.app.state.jobs, CeleryJobExecutor)  # type: ignore[attr-defined]
-    _pause(two)  # its main process takes no task while stopped
+    _pause(two)
     try:
         before = one.processed()
         alone = wait_for(
