@@ -256,3 +256,19 @@ def test_an_idempotent_resubmission_sends_no_second_set_of_tasks(
     assert late.json()["id"] == first.json()["id"]
     assert late.json()["state"] == "succeeded"
     assert sum(w.processed() for w in workers) - counts == 4
+
+
+def test_servesize_worker_without_a_broker_is_a_usage_error() -> None:
+    env = {k: v for k, v in os.environ.items() if k.upper() != "BROKER_URL"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-m", "servesize", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=POLL_LIMIT_S,
+        check=False,
+        cwd=Path(__file__).resolve().parent,  # no .env with a BROKER_URL
+    )
+    assert done.returncode == 2
+    assert "BROKER_URL is not set" in done.stdout + done.stderr
