@@ -135,7 +135,7 @@ def test_a_job_answers_what_the_synchronous_endpoint_answers(
         short = result["short_probes"]
         full, rest = divmod(result["simulated_requests"] - 15 * short, 60)
         assert rest == 0
-        assert done["progress"] == {"done": full + short, "total": full + short}
+        assert done["progress"] == {"done": full + short, "total": full + short, "eta_s": None}
     else:
         assert done["progress"] is None
 
