@@ -93,6 +93,23 @@ class Settings(BaseSettings):
     job_lease_s: float = Field(default=30.0, ge=1)
     """A running job's lease: its process renews it every third of this; a job whose lease
     lapsed (its process stopped) is failed as interrupted."""
+    broker_url: str | None = None
+    """Celery broker for jobs (``amqp://guest:guest@127.0.0.1:5672//`` or
+    ``redis://127.0.0.1:6379/0``): jobs then run on ``servesize worker`` processes, a sweep's
+    combinations as tasks of their own. Unset: the embedded process pool."""
+
+    result_backend: str | None = None
+    """Where workers store task results; unset: the broker URL for Redis, ``rpc://`` (replies
+    over the broker) for AMQP."""
+
+    job_queue: str = Field(default="servesize", min_length=1, max_length=200)
+    """The broker queue jobs are sent to and ``servesize worker`` consumes."""
+
+    job_soft_time_limit_s: float = Field(default=900.0, gt=0)
+    """A task past this is interrupted and its combination or job fails with ``time-limit``."""
+
+    job_time_limit_s: float = Field(default=960.0, gt=0)
+    """A task past this has its worker process killed (the job fails with the worker's loss)."""
 
     lookup_cache_ttl_s: float = Field(default=2.0, ge=0)
     """How long a cached hardware profile or custom model is used before it is checked against

@@ -10,11 +10,11 @@ from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from servesize import __version__
+from servesize.api.celery_jobs import job_executor
 from servesize.api.compute import ComputeGate, Gates
 from servesize.api.errors import install_error_handlers
 from servesize.api.html_reports import HtmlReportMiddleware
 from servesize.api.input_limits import refuse_nul_parameters
-from servesize.api.jobs import JobExecutor
 from servesize.api.logs import configure_logging, logging_config
 from servesize.api.lookups import LookupCache
 from servesize.api.metrics import HttpMetrics
@@ -36,7 +36,7 @@ from servesize.api.routes import (
     accuracy,
     hardware,
     health,
-    job_tasks,
+    job_exports,
     jobs,
     keys,
     memory,
@@ -125,12 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        jobs = JobExecutor(
-            app.state.sessionmaker,
-            task=job_tasks.compute,
-            workers=settings.job_workers,
-            lease_s=settings.job_lease_s,
-        )
+        jobs = job_executor(app.state.sessionmaker, settings)
         await run_in_threadpool(jobs.fail_unfinished)
         jobs.start_heartbeat()
         app.state.jobs = jobs
@@ -202,6 +197,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         accuracy,
         jobs,
         traces,
+        job_exports,
     ):
         app.include_router(module.router)
     install_openapi(app)

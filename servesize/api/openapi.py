@@ -73,6 +73,7 @@ OPERATION_IDS: dict[str, str] = {
     "list_jobs": "listJobs",
     "get_job": "getJob",
     "cancel_job": "cancelJob",
+    "get_job_csv": "getJobCsv",
     "post_recalibration": "recalibrateEngine",
     "get_recalibrations": "listRecalibrations",
     "delete_recalibration": "deleteRecalibration",
@@ -302,6 +303,7 @@ EXTRA_STATUSES: dict[str, tuple[int, ...]] = {
     # A finished job cannot be cancelled; a submission names a model or profile that does not
     # exist, or reuses an Idempotency-Key with another body.
     "cancelJob": (409,),
+    "getJobCsv": (409,),
     "submitJob": (404, 409),
     # apply: scope and If-Match (400 malformed, 412 stale, 428 missing); 404 unknown model.
     "recalibrateEngine": (400, 403, 404, 412, 428),

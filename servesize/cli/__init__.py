@@ -10,15 +10,16 @@ catalogue, and plan from the terminal (memory, kv, perf, simulate, size).
 ``traces``     ``traces upload``: store a trace file for ``traffic.trace_id``
 ``exports``    ``--json`` / ``--csv``: the option pair, stdout kept for the data, the writers
 ``answers``    the REST answers the exports print (the API's renderers) and their CSV rows
+``worker``     ``worker``: a Celery worker for jobs sent through ``BROKER_URL``
 =============  ==============================================================================
 """
 
-from servesize.cli import admin, models, planning, size, traces
+from servesize.cli import admin, models, planning, size, traces, worker
 from servesize.cli.app import app
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (admin, models, planning, size, traces)
+_COMMANDS = (admin, models, planning, size, traces, worker)
 """The modules whose decorators register the commands on ``app``."""
 
 

@@ -11,8 +11,9 @@ from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.simulate import SimulateRequest
 from servesize.schemas.sizing import SizingRequest
 from servesize.schemas.slo import SloCapacityRequest
+from servesize.schemas.sweep import SweepRequest
 
-JobKind = Literal["sizing", "capacity", "simulate"]
+JobKind = Literal["sizing", "capacity", "simulate", "sweep"]
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
 
@@ -39,12 +40,23 @@ class SimulateJobIn(RequestModel):
     request: SimulateRequest = Field(description="A ``POST /v1/simulate`` body.")
 
 
-JobIn = Annotated[SizingJobIn | CapacityJobIn | SimulateJobIn, Field(discriminator="kind")]
+class SweepJobIn(RequestModel):
+    kind: Literal["sweep"]
+    request: SweepRequest = Field(
+        description="Axes of models, GPUs, engines, forecasts and SLOs; one sizing each."
+    )
+
+
+JobIn = Annotated[
+    SizingJobIn | CapacityJobIn | SimulateJobIn | SweepJobIn, Field(discriminator="kind")
+]
 
 
 class ProgressOut(ResponseModel):
     done: int
     total: int | None
+    eta_s: float | None = None
+    """Seconds left at the pace so far (elapsed × (total − done) / done) while running."""
 
 
 class JobOut(ResponseModel):
@@ -62,7 +74,8 @@ class JobOut(ResponseModel):
     finished_at: datetime | None
     result: dict[str, Any] | None = Field(
         description="The body the synchronous endpoint (``/v1/sizing``, ``/v1/slo/capacity``, "
-        "``/v1/simulate``) would have answered with."
+        "``/v1/simulate``) would have answered with; a sweep's is its table, every "
+        "combination's sizing and the cheapest fleets."
     )
     error: dict[str, Any] | None
 

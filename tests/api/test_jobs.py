@@ -135,7 +135,7 @@ def test_a_job_answers_what_the_synchronous_endpoint_answers(
         short = result["short_probes"]
         full, rest = divmod(result["simulated_requests"] - 15 * short, 60)
         assert rest == 0
-        assert done["progress"] == {"done": full + short, "total": full + short}
+        assert done["progress"] == {"done": full + short, "total": full + short, "eta_s": None}
     else:
         assert done["progress"] is None
 
@@ -279,7 +279,7 @@ def test_a_bad_inner_body_is_a_422_under_request(
     assert refused.status_code == 422
     assert refused.json()["errors"][0]["pointer"] == "/request/candidates/hardware/0"
     unknown_kind = jobs_client.post(
-        "/v1/jobs", json={"kind": "sweep", "request": {}}, headers=bearer(key)
+        "/v1/jobs", json={"kind": "nope", "request": {}}, headers=bearer(key)
     )
     assert unknown_kind.status_code == 422
     assert unknown_kind.json()["errors"][0]["pointer"] == "/kind"

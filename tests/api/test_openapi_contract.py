@@ -39,6 +39,7 @@ KEY_OF_ANY_SCOPE = {
     ("get", "/v1/jobs"),
     ("get", "/v1/jobs/{job_id}"),
     ("delete", "/v1/jobs/{job_id}"),
+    ("get", "/v1/jobs/{job_id}/result.csv"),
 }
 
 

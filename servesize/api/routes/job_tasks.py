@@ -18,10 +18,12 @@ from servesize.api.replica_resolver import ReplicaInputs, request_inputs
 from servesize.api.routes.simulate import _simulate, check_replicas
 from servesize.api.routes.sizing import _check_prices, _Hardware, _hardware, _size
 from servesize.api.routes.slo import _capacity, search_runs
+from servesize.api.routes.sweep_tasks import SweepInputs, prepare_sweep, run_sweep
 from servesize.schemas.base import RequestModel
 from servesize.schemas.simulate import SimulateRequest
 from servesize.schemas.sizing import SizingRequest
 from servesize.schemas.slo import SloCapacityRequest
+from servesize.schemas.sweep import SweepRequest
 
 __all__ = ["compute", "prepare"]
 
@@ -36,6 +38,9 @@ def prepare(kind: str, body: RequestModel, lookups: LookupCache) -> Any:
         assert isinstance(body, SimulateRequest)
         check_replicas(body)
         return request_inputs(body, lookups)
+    if kind == "sweep":
+        assert isinstance(body, SweepRequest)
+        return prepare_sweep(body, lookups)
     assert kind == "capacity"
     assert isinstance(body, SloCapacityRequest)
     return request_inputs(body, lookups)
@@ -48,7 +53,11 @@ def compute(
 
     ``report(done, total)``: a capacity search reports each simulation against the most it may
     run (:func:`~servesize.api.routes.slo.search_runs`) and, when it ends, ``(runs, runs)``;
-    sizing and simulation report nothing (progress stays null)."""
+    a sweep its combinations done; sizing and simulation report nothing (progress stays
+    null)."""
+    if kind == "sweep":
+        assert isinstance(inputs, SweepInputs)
+        return run_sweep(request, inputs, report)
     if kind == "sizing":
         model, hardware = inputs
         assert isinstance(model, ResolvedModel)

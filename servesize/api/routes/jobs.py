@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response, status
@@ -40,7 +41,7 @@ from servesize.db.types import utc_now
 from servesize.schemas.base import Page
 from servesize.schemas.jobs import JobIn, JobOut, JobState, JobSummary, ProgressOut
 
-__all__ = ["job_out", "router"]
+__all__ = ["ReaderKey", "job_out", "router"]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -109,9 +110,17 @@ async def reader_key(key: OptionalKeyDep) -> ApiKey:
 ReaderKey = Annotated[ApiKey, Depends(reader_key)]
 
 
+def _eta_s(row: Job, now: datetime) -> float | None:
+    """Seconds left at the pace so far: elapsed × (total − done) / done, while running."""
+    done, total, started = row.progress_done, row.progress_total, row.started_at
+    if row.state != "running" or not done or total is None or started is None:
+        return None
+    return max((now - started).total_seconds(), 0.0) * max(total - done, 0) / done
+
+
 def job_out(row: Job) -> JobOut:
     progress = (
-        ProgressOut(done=row.progress_done, total=row.progress_total)
+        ProgressOut(done=row.progress_done, total=row.progress_total, eta_s=_eta_s(row, utc_now()))
         if row.progress_done is not None
         else None
     )
