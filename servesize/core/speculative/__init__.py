@@ -1,0 +1,38 @@
+"""Speculative decoding: tokens per verification step, the draft's cost and memory, and where
+it stops paying (docs/modeling.md §3.15)."""
+
+from servesize.core.speculative.cost import (
+    EAGLE3_DRAFT_VOCAB,
+    KERNELS_PER_DRAFT_LAYER,
+    DraftShape,
+    SpeedupPoint,
+    draft_shape,
+    draft_step_s,
+    speedup_by_batch,
+    verification_step_s,
+    verification_work,
+)
+from servesize.core.speculative.decoding import (
+    MAX_SPECULATIVE_TOKENS,
+    SPECULATIVE_METHODS,
+    SpeculativeDecoding,
+    expected_tokens_per_step,
+    speculative_issues,
+)
+
+__all__ = [
+    "EAGLE3_DRAFT_VOCAB",
+    "KERNELS_PER_DRAFT_LAYER",
+    "MAX_SPECULATIVE_TOKENS",
+    "SPECULATIVE_METHODS",
+    "DraftShape",
+    "SpeculativeDecoding",
+    "SpeedupPoint",
+    "draft_shape",
+    "draft_step_s",
+    "expected_tokens_per_step",
+    "speculative_issues",
+    "speedup_by_batch",
+    "verification_step_s",
+    "verification_work",
+]
