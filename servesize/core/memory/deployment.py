@@ -107,6 +107,11 @@ class Deployment:
     """vLLM only, MXFP4 experts: ``marlin`` or ``triton`` (:mod:`servesize.core.memory.mxfp4`);
     None: Marlin on GPUs without FP8 tensor cores, else Triton."""
     enable_prefix_caching: bool | None = None
+    draft_weight_bytes_per_gpu: int = 0
+    """Speculative decoding: the draft's (or head's) weights on each GPU of the last stage
+    (:mod:`servesize.core.replica.speculative`)."""
+    draft_kv_layers: int = 0
+    """Speculative decoding: layers of the target's KV shape the draft's own KV adds."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +157,8 @@ class ResolvedDeployment:
     """vLLM with MXFP4 experts only: ``marlin`` or ``triton``."""
     enable_prefix_caching: bool = False
     """Whether cached prefix blocks are reused (:mod:`~.prefix_caching`)."""
+    draft_weight_bytes_per_gpu: int = 0
+    draft_kv_layers: int = 0
     defaults: tuple[AppliedDefault, ...] = ()
 
 
@@ -408,6 +415,8 @@ def resolve_deployment(
         capacity_scheduler_policy=capacity,
         mxfp4_backend=mxfp4,
         enable_prefix_caching=prefix_caching,
+        draft_weight_bytes_per_gpu=dep.draft_weight_bytes_per_gpu,
+        draft_kv_layers=dep.draft_kv_layers,
         defaults=tuple(applied),
     )
 

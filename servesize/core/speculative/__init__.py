@@ -4,8 +4,11 @@ it stops paying (docs/modeling.md §3.15)."""
 from servesize.core.speculative.cost import (
     EAGLE3_DRAFT_VOCAB,
     KERNELS_PER_DRAFT_LAYER,
+    DraftPlan,
     DraftShape,
     SpeedupPoint,
+    bytes_per_param,
+    draft_plan,
     draft_shape,
     draft_step_s,
     speedup_by_batch,
@@ -19,15 +22,19 @@ from servesize.core.speculative.decoding import (
     expected_tokens_per_step,
     speculative_issues,
 )
+from servesize.core.speculative.memory import with_draft
 
 __all__ = [
     "EAGLE3_DRAFT_VOCAB",
     "KERNELS_PER_DRAFT_LAYER",
     "MAX_SPECULATIVE_TOKENS",
     "SPECULATIVE_METHODS",
+    "DraftPlan",
     "DraftShape",
     "SpeculativeDecoding",
     "SpeedupPoint",
+    "bytes_per_param",
+    "draft_plan",
     "draft_shape",
     "draft_step_s",
     "expected_tokens_per_step",
@@ -35,4 +42,5 @@ __all__ = [
     "speedup_by_batch",
     "verification_step_s",
     "verification_work",
+    "with_draft",
 ]

@@ -34,8 +34,11 @@ from servesize.core.steptime import StepTimeModel, StepWork, expected_experts_to
 __all__ = [
     "EAGLE3_DRAFT_VOCAB",
     "KERNELS_PER_DRAFT_LAYER",
+    "DraftPlan",
     "DraftShape",
     "SpeedupPoint",
+    "bytes_per_param",
+    "draft_plan",
     "draft_shape",
     "draft_step_s",
     "speedup_by_batch",
@@ -74,6 +77,7 @@ def _per_layer(arch: Architecture) -> tuple[int, int, int]:
     c = s.parameters_by_component
     routed = c["experts_routed"]
     body = s.parameters_total - s.parameters_embedding - s.parameters_lm_head
+    body -= arch.final_norm_params
     n = max(s.num_layers, 1)
     return (body - routed) // n, routed // n, c["attention"] // n
 
@@ -142,6 +146,62 @@ def draft_shape(spec: SpeculativeDecoding, target: Architecture, kv_dtype: str) 
     )
 
 
+def bytes_per_param(architecture: Architecture) -> float:
+    """Bytes per parameter of a checkpoint: its quantized weight bits / 8, else 2 (16-bit)."""
+    q = architecture.quantization
+    bits = q.weight_bits if q is not None else None
+    return bits / 8.0 if bits else 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DraftPlan:
+    """A deployment's speculation with its draft sized: what the replica carries."""
+
+    spec: SpeculativeDecoding
+    shape: DraftShape
+    bytes_per_param: float
+    gpus: int
+    """GPUs the draft is split over (the tensor-parallel ranks)."""
+    target_layer_kv_bytes_per_token: int
+
+    @property
+    def weight_bytes_per_gpu(self) -> int:
+        return math.ceil(self.shape.params * self.bytes_per_param / self.gpus)
+
+    @property
+    def kv_layers(self) -> int:
+        """The draft's KV in layers of the target's KV shape (rounded up)."""
+        per = self.target_layer_kv_bytes_per_token
+        return math.ceil(self.shape.kv_bytes_per_token / per) if per else 0
+
+    def draft_s(self, model: StepTimeModel, batch: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """:func:`draft_step_s` of this draft."""
+        return draft_step_s(
+            model,
+            self.shape,
+            self.spec,
+            batch,
+            context,
+            bytes_per_param=self.bytes_per_param,
+            gpus=self.gpus,
+        )
+
+
+def draft_plan(
+    spec: SpeculativeDecoding, target: Architecture, tensor_parallel_size: int
+) -> DraftPlan:
+    """Size the draft of ``spec`` for ``target`` split over ``tensor_parallel_size`` GPUs."""
+    s = summarize(target)
+    kv = s.kv_bytes_per_token_unbounded.get("bf16", 0)
+    return DraftPlan(
+        spec=spec,
+        shape=draft_shape(spec, target, "bf16"),
+        bytes_per_param=bytes_per_param(spec.draft if spec.draft is not None else target),
+        gpus=tensor_parallel_size,
+        target_layer_kv_bytes_per_token=kv // max(s.num_layers, 1),
+    )
+
+
 def draft_step_s(
     model: StepTimeModel,
     shape: DraftShape,
@@ -196,7 +256,9 @@ def verification_work(batch: np.ndarray, context: np.ndarray, k: int) -> StepWor
     )
 
 
-def verification_step_s(model: StepTimeModel, batch: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
+def verification_step_s(
+    model: StepTimeModel, batch: np.ndarray, context: np.ndarray, k: int
+) -> np.ndarray:
     """Target time of a verification step (no draft)."""
     return np.asarray(model.step_time(verification_work(batch, context, k)).total_s)
 
