@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+
 from servesize.api.exceptions import UnprocessableError
 from servesize.api.resolved import ResolvedReplica
-from servesize.core.replica import PrefixedEstimate, closed_loop_with_prefix
+from servesize.core.replica import (
+    PrefixedEstimate,
+    SpeculativeEstimate,
+    closed_loop_with_prefix,
+    closed_loop_with_speculation,
+)
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (
     ArithmeticIntensity,
@@ -13,8 +21,17 @@ from servesize.schemas.performance import (
     WorkloadPoint,
 )
 from servesize.schemas.prefix import PrefixCacheOut, prefix_traffic
+from servesize.schemas.speculative import SpeculativeOut
 
-__all__ = ["performance_estimate", "performance_response"]
+__all__ = ["PointEstimate", "performance_estimate", "performance_response"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PointEstimate(PrefixedEstimate):
+    """The closed loop with its prefix cache and, with ``deployment.speculative``, corrected
+    for speculation (``speculative`` holds the figures and the uncorrected loop)."""
+
+    speculative: SpeculativeEstimate | None = None
 
 
 def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> list[str]:
@@ -27,7 +44,7 @@ def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> l
     return warnings
 
 
-def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> PrefixedEstimate:
+def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> PointEstimate:
     """The closed loop at ``work`` on the compiled replica, under its simulated scheduler's
     policy and with its prefix cache on ``work.prefix``; a request longer than
     ``max_model_len`` is refused as ``/v1/simulate`` refuses one (422 ``request-too-long``
@@ -48,13 +65,18 @@ def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> Prefixe
                 {"location": "body", "pointer": "/workload/output_tokens", "detail": detail},
             ],
         )
-    return closed_loop_with_prefix(
+    prefixed = closed_loop_with_prefix(
         built.replica,
         concurrency=work.concurrency,
         input_tokens=work.input_tokens,
         output_tokens=work.output_tokens,
         prefix=prefix_traffic(work.prefix),
     )
+    fields = {f.name: getattr(prefixed, f.name) for f in dataclass_fields(prefixed)}
+    if built.replica.draft is None:
+        return PointEstimate(**fields)
+    spec = closed_loop_with_speculation(built.replica, prefixed.estimate)
+    return PointEstimate(**{**fields, "estimate": spec.estimate}, speculative=spec)
 
 
 def performance_response(
@@ -100,4 +122,11 @@ def performance_response(
         ],
         warnings=_warnings(built, work, resident),
         prefix_cache=PrefixCacheOut.of(prefixed),
+        speculative=_speculative(built, prefixed),
     )
+
+
+def _speculative(built: ResolvedReplica, prefixed: PrefixedEstimate) -> SpeculativeOut | None:
+    draft = built.replica.draft
+    spec = prefixed.speculative if isinstance(prefixed, PointEstimate) else None
+    return SpeculativeOut.of(draft.spec, spec) if draft is not None and spec is not None else None

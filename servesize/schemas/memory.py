@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.hardware import InterconnectIn, InterNodeIn, PeakDtype
 from servesize.schemas.models import InlineModel, ModelRef
+from servesize.schemas.speculative import SpeculativeIn
 
 Engine = Literal["vllm", "sglang", "trtllm"]
 
@@ -119,6 +120,12 @@ class DeploymentIn(RequestModel):
     ``kv_cache_config.enable_block_reuse``). Null: the engine's default — on for vLLM V1
     (0.8.0 and later), SGLang and TensorRT-LLM, off for vLLM V0. It changes predictions only for
     traffic with shared prefixes (``traffic.prefix``, ``workload.prefix``)."""
+    speculative: SpeculativeIn | None = None
+    """Speculative decoding (EAGLE-3, MTP, n-gram or a draft model); null: none."""
+
+    def core_fields(self) -> dict[str, Any]:
+        """The fields of :class:`~servesize.core.memory.Deployment` (``speculative`` apart)."""
+        return self.model_dump(exclude={"speculative"})
 
 
 class MemoryRequest(RequestModel):

@@ -8,6 +8,7 @@ from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
 from servesize.schemas.prefix import PrefixCacheOut, PrefixIn
+from servesize.schemas.speculative import SpeculativeOut
 from servesize.schemas.uncertainty import PredictionIntervalOut
 
 
@@ -85,3 +86,6 @@ class PerformanceResponse(ResponseModel):
     prefix_cache: PrefixCacheOut | None = None
     """Prefix-cache hits and the KV blocks they hold (null without ``workload.prefix`` or with
     ``enable_prefix_caching`` off)."""
+    speculative: SpeculativeOut | None = None
+    """Speculative decoding's figures (null without ``deployment.speculative``): TPOT,
+    throughput and E2E above already include it."""
