@@ -22,9 +22,16 @@ from servesize.core.speculative.decoding import (
     expected_tokens_per_step,
     speculative_issues,
 )
+from servesize.core.speculative.launch import (
+    DRAFT_PLACEHOLDER,
+    sglang_speculative_args,
+    trtllm_speculative_config,
+    vllm_speculative_args,
+)
 from servesize.core.speculative.memory import with_draft
 
 __all__ = [
+    "DRAFT_PLACEHOLDER",
     "EAGLE3_DRAFT_VOCAB",
     "KERNELS_PER_DRAFT_LAYER",
     "MAX_SPECULATIVE_TOKENS",
@@ -38,9 +45,12 @@ __all__ = [
     "draft_shape",
     "draft_step_s",
     "expected_tokens_per_step",
+    "sglang_speculative_args",
     "speculative_issues",
     "speedup_by_batch",
+    "trtllm_speculative_config",
     "verification_step_s",
     "verification_work",
+    "vllm_speculative_args",
     "with_draft",
 ]
