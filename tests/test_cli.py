@@ -305,3 +305,17 @@ def test_simulate_replays_a_trace_file(tmp_path: Path) -> None:
     refused = runner.invoke(app, [*base, "--trace", str(bad)], env={"COLUMNS": "200"})
     assert refused.exit_code == 1
     assert "in order" in refused.output
+
+
+def test_perf_speculative() -> None:
+    base = ["perf", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"]
+    result = runner.invoke(
+        app,
+        [*base, "--speculative", "eagle3", "--acceptance-rate", "0.8"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "E 2.952 tokens/step" in result.output  # 1 + 0.8 + 0.64 + 0.512
+    refused = runner.invoke(app, [*base, "--speculative", "mtp"])
+    assert refused.exit_code == 1  # Llama-3.1-8B has no MTP layers
+    assert "/deployment/speculative/method" in refused.output
