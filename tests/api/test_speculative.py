@@ -131,3 +131,23 @@ def test_simulate_speculates(client: TestClient) -> None:
     assert spec["tpot_s"]["mean"] < plain["tpot_s"]["mean"] / 2
     # ITL pools the gaps between verification steps: several tokens arrive in one gap
     assert spec["itl_s"]["mean"] > spec["tpot_s"]["mean"]
+
+
+def test_slo_evaluate_takes_a_speculative_deployment(client: TestClient) -> None:
+    traffic = {
+        "mode": "open_loop",
+        "arrival": {"process": "poisson", "rate_per_s": 0.5},
+        "input_tokens": 512,
+        "output_tokens": 64,
+        "num_requests": 20,
+        "seed": 3,
+    }
+    body = {
+        "model": MODEL,
+        "hardware": "h100-sxm",
+        "deployment": {"max_model_len": 8192, "speculative": EAGLE},
+        "slo": {"tpot_s": {"p95": 0.05}},
+        "traffic": traffic,
+    }
+    answer = client.post("/v1/slo/evaluate", json=body)
+    assert answer.status_code == 200, answer.text
