@@ -346,3 +346,17 @@ def test_simulate_replays_azure_and_vllm_files() -> None:
     )
     assert vllm.exit_code == 0, vllm.output
     assert "completed 4/4" in vllm.output  # the failed request is left out
+
+
+def test_perf_speculative() -> None:
+    base = ["perf", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100-sxm"]
+    result = runner.invoke(
+        app,
+        [*base, "--speculative", "eagle3", "--acceptance-rate", "0.8"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "E 2.952 tokens/step" in result.output  # 1 + 0.8 + 0.64 + 0.512
+    refused = runner.invoke(app, [*base, "--speculative", "mtp"])
+    assert refused.exit_code == 1  # Llama-3.1-8B has no MTP layers
+    assert "/deployment/speculative/method" in refused.output

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+
 from servesize.api.exceptions import UnprocessableError
 from servesize.api.resolved import ResolvedReplica
 from servesize.core.energy import estimate_energy
-from servesize.core.replica import PrefixedEstimate, closed_loop_with_prefix
+from servesize.core.replica import (
+    PrefixedEstimate,
+    SpeculativeEstimate,
+    closed_loop_with_prefix,
+    closed_loop_with_speculation,
+)
 from servesize.schemas.energy import EnergyOut
 from servesize.schemas.memory import AppliedDefaultOut
 from servesize.schemas.performance import (
@@ -15,8 +23,17 @@ from servesize.schemas.performance import (
     WorkloadPoint,
 )
 from servesize.schemas.prefix import PrefixCacheOut, prefix_traffic
+from servesize.schemas.speculative import SpeculativeOut
 
-__all__ = ["performance_estimate", "performance_response"]
+__all__ = ["PointEstimate", "performance_estimate", "performance_response"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PointEstimate(PrefixedEstimate):
+    """The closed loop with its prefix cache and, with ``deployment.speculative``, corrected
+    for speculation (``speculative`` holds the figures and the uncorrected loop)."""
+
+    speculative: SpeculativeEstimate | None = None
 
 
 def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> list[str]:
@@ -29,7 +46,7 @@ def _warnings(built: ResolvedReplica, work: WorkloadPoint, resident: float) -> l
     return warnings
 
 
-def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> PrefixedEstimate:
+def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> PointEstimate:
     """The closed loop at ``work`` on the compiled replica, under its simulated scheduler's
     policy and with its prefix cache on ``work.prefix``; a request longer than
     ``max_model_len`` is refused as ``/v1/simulate`` refuses one (422 ``request-too-long``
@@ -50,13 +67,18 @@ def performance_estimate(built: ResolvedReplica, work: WorkloadPoint) -> Prefixe
                 {"location": "body", "pointer": "/workload/output_tokens", "detail": detail},
             ],
         )
-    return closed_loop_with_prefix(
+    prefixed = closed_loop_with_prefix(
         built.replica,
         concurrency=work.concurrency,
         input_tokens=work.input_tokens,
         output_tokens=work.output_tokens,
         prefix=prefix_traffic(work.prefix),
     )
+    fields = {f.name: getattr(prefixed, f.name) for f in dataclass_fields(prefixed)}
+    if built.replica.draft is None:
+        return PointEstimate(**fields)
+    spec = closed_loop_with_speculation(built.replica, prefixed.estimate)
+    return PointEstimate(**{**fields, "estimate": spec.estimate}, speculative=spec)
 
 
 def performance_response(
@@ -105,4 +127,11 @@ def performance_response(
         energy=EnergyOut.of(
             None if built.power is None else estimate_energy(built.replica, built.power, estimate)
         ),
+        speculative=_speculative(built, prefixed),
     )
+
+
+def _speculative(built: ResolvedReplica, prefixed: PrefixedEstimate) -> SpeculativeOut | None:
+    draft = built.replica.draft
+    spec = prefixed.speculative if isinstance(prefixed, PointEstimate) else None
+    return SpeculativeOut.of(draft.spec, spec) if draft is not None and spec is not None else None

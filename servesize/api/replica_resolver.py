@@ -14,9 +14,12 @@ from servesize.api.lookups import ActiveCalibration, LookupCache
 from servesize.api.measured import scaled_tables
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.resolved import ResolvedReplica
+from servesize.core.architecture import Architecture
 from servesize.core.energy import PowerProfile, power_profile
 from servesize.core.hardware import HardwareSpec
+from servesize.core.memory import Deployment
 from servesize.core.replica import ReplicaCache
+from servesize.core.speculative import with_draft
 from servesize.core.steptime import (
     EngineProfile,
     MeasuredProfile,
@@ -25,6 +28,7 @@ from servesize.core.steptime import (
 )
 from servesize.schemas.memory import DeploymentIn, HardwareRef
 from servesize.schemas.models import ModelRef
+from servesize.schemas.speculative import speculative_decoding
 
 __all__ = [
     "REPLICAS",
@@ -32,6 +36,7 @@ __all__ = [
     "ReplicaRequest",
     "ResolvedReplica",
     "compile_inputs",
+    "deployment_with_draft",
     "lookup_inputs",
     "recalibrated_engine",
     "request_inputs",
@@ -56,6 +61,8 @@ class ReplicaInputs:
     """The stored profile's applied recalibrations by engine (none for inline hardware)."""
     power: PowerProfile | None = None
     """The GPU's board power (measured or datasheet); None without a TDP or measurement."""
+    draft: ResolvedModel | None = None
+    """``deployment.speculative.draft_model`` resolved (method ``draft_model`` only)."""
 
 
 class ReplicaRequest(Protocol):
@@ -75,13 +82,19 @@ class ReplicaRequest(Protocol):
 
 
 def request_inputs(body: ReplicaRequest, lookups: LookupCache) -> ReplicaInputs:
-    """:func:`lookup_inputs` of a request's ``model`` and ``hardware``."""
-    return lookup_inputs(
+    """:func:`lookup_inputs` of a request's ``model`` and ``hardware`` (and its speculative
+    draft model)."""
+    inputs = lookup_inputs(
         lookups,
         model_ref=body.model,
         hardware_ref=body.hardware,
         use_measurements=body.use_measurements,
     )
+    spec = body.deployment.speculative
+    if spec is None or spec.method != "draft_model" or spec.draft_model is None:
+        return inputs
+    draft = lookups.model(spec.draft_model, pointer="/deployment/speculative/draft_model")
+    return replace(inputs, draft=draft)
 
 
 def request_replica(body: ReplicaRequest, inputs: ReplicaInputs) -> ResolvedReplica:
@@ -119,6 +132,24 @@ def lookup_inputs(
     )
 
 
+def deployment_with_draft(
+    architecture: Architecture, deployment_in: DeploymentIn, lookups: LookupCache
+) -> Deployment:
+    """The core deployment of ``deployment_in`` with its speculative draft's memory (what
+    ``/v1/memory`` plans; the draft model resolved through ``lookups``)."""
+    deployment = deployment_in.core()
+    spec_in = deployment_in.speculative
+    if spec_in is None:
+        return deployment
+    draft = None
+    if spec_in.method == "draft_model" and spec_in.draft_model is not None:
+        ref = spec_in.draft_model
+        draft = lookups.model(ref, pointer="/deployment/speculative/draft_model").architecture
+    spec = speculative_decoding(spec_in, draft)
+    assert spec is not None
+    return with_draft(deployment, architecture, spec)[0]
+
+
 def recalibrated_engine(engine: str, calibration: ActiveCalibration) -> EngineProfile:
     """The engine's simulator profile with a stored recalibration's constants in place."""
     base = simulator_constants(engine_profile(engine))
@@ -137,7 +168,7 @@ def compile_inputs(
     inputs: ReplicaInputs, deployment_in: DeploymentIn, *, calibrated: bool = True
 ) -> ResolvedReplica:
     """Compile the replica (a plan that does not fit is the core's ``InsufficientMemoryError``,
-        a 422), with the profile's measured tables when the lookup kept them. With ``calibrated``
+    a 422), with the profile's measured tables when the lookup kept them. With ``calibrated``
     and a recalibration applied to the profile for the deployment's engine, the replica steps
     with its constants and its memory plan's warnings name it (so every answer says so).
     Compiled once per distinct inputs (:data:`REPLICAS`)."""
@@ -149,6 +180,9 @@ def compile_inputs(
         inputs.measurements,
         recalibrated_engine(deployment_in.engine, calibration) if calibration else None,
         calibrated=calibrated,
+        speculative=speculative_decoding(
+            deployment_in.speculative, inputs.draft.architecture if inputs.draft else None
+        ),
     )
     if calibration is not None:
         memory = replace(replica.memory, warnings=(*replica.memory.warnings, calibration.note()))

@@ -45,6 +45,7 @@ from servesize.core.replica import (
     simulate_replica,
 )
 from servesize.core.simulation import SchedulerConfig, SimulationSummary
+from servesize.core.speculative import SpeculativeDecoding
 from servesize.core.traffic import (
     CLOSED_LOOP_WARNING,
     FixedLength,
@@ -180,13 +181,17 @@ def _shipped_tables(hardware: HardwareSpec) -> MeasuredProfile | None:
     return tables_for_gpu(hardware)
 
 
-def compile_or_exit(model: str, gpu: str, deployment: Deployment) -> Replica:
+def compile_or_exit(
+    model: str, gpu: str, deployment: Deployment, speculative: SpeculativeDecoding | None = None
+) -> Replica:
     """The replica of a catalogue model on a datasheet GPU; exits 1 on an invalid deployment or
     one that does not fit."""
     arch = architecture_or_exit(model)
     hardware = datasheet_gpu(gpu)
     try:
-        return compile_replica(arch, hardware, deployment, _shipped_tables(hardware))
+        return compile_replica(
+            arch, hardware, deployment, _shipped_tables(hardware), speculative=speculative
+        )
     except InvalidDeploymentError as exc:
         exit_with_issues(exc.issues)
     except InsufficientMemoryError as exc:
@@ -235,6 +240,15 @@ def perf(
     max_model_len: Annotated[int | None, typer.Option()] = None,
     max_num_batched_tokens: Budget = None,
     capacity_scheduler_policy: CapacitySchedulerPolicy = None,
+    speculative: Annotated[
+        str | None, typer.Option(help="Speculative decoding: eagle3, mtp or ngram.")
+    ] = None,
+    speculative_tokens: Annotated[
+        int, typer.Option(min=1, max=16, help="num_speculative_tokens k")
+    ] = 3,
+    acceptance_rate: Annotated[
+        float, typer.Option(min=0.0, max=0.999, help="acceptance rate of each proposed token")
+    ] = 0.8,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
 ) -> None:
@@ -258,7 +272,18 @@ def perf(
         capacity_scheduler_policy=capacity_scheduler_policy,
     )
     with data_on_stdout(export):
-        built = resolved(catalog(), model, compile_or_exit(model, gpu, deployment))
+        spec = (
+            SpeculativeDecoding.of(
+                speculative,  # type: ignore[arg-type]
+                speculative_tokens,
+                acceptance_rate=acceptance_rate,
+            )
+            if speculative in ("eagle3", "mtp", "ngram")
+            else None
+        )
+        if speculative is not None and spec is None:
+            refuse(f"--speculative must be one of eagle3, mtp, ngram, not {speculative!r}", code=2)
+        built = resolved(catalog(), model, compile_or_exit(model, gpu, deployment, spec))
         work = WorkloadPoint(
             concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens
         )
@@ -294,6 +319,17 @@ def perf(
         ("output tokens/s", f"{est.throughput_output_tokens_per_s[0]:,.0f}"),
         *energy_rows(built, est),
     ]
+    if prefixed.speculative is not None:
+        sp = prefixed.speculative
+        base_tpot = float(sp.baseline.tpot_s[0])
+        rows.append(
+            (
+                "speculative decoding",
+                f"E {sp.expected_tokens_per_step:.3f} tokens/step, TPOT ×"
+                f"{base_tpot / float(est.tpot_s[0]):.2f} (stops paying at batch "
+                f"{sp.break_even_batch if sp.break_even_batch is not None else '-'})",
+            )
+        )
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)

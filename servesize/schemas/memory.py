@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -10,6 +10,7 @@ from servesize.core.memory import Deployment, KVOffload
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.hardware import InterconnectIn, InterNodeIn, PeakDtype
 from servesize.schemas.models import InlineModel, ModelRef
+from servesize.schemas.speculative import SpeculativeIn
 
 Engine = Literal["vllm", "sglang", "trtllm"]
 
@@ -150,15 +151,20 @@ class DeploymentIn(RequestModel):
     """A host-memory KV tier (vLLM ``--kv-offloading-size``, SGLang
     ``--enable-hierarchical-cache``): blocks the GPU evicts are kept in host memory and loaded
     back over the host link instead of recomputed. Null: none."""
+    speculative: SpeculativeIn | None = None
+    """Speculative decoding (EAGLE-3, MTP, n-gram or a draft model); null: none."""
+
+    def core_fields(self) -> dict[str, Any]:
+        """The fields of :class:`~servesize.core.memory.Deployment` (``speculative`` apart, its
+        draft's memory added by the replica resolver)."""
+        fields = self.model_dump(exclude={"kv_offload", "speculative"})
+        offload = self.kv_offload
+        fields["kv_offload"] = None if offload is None else KVOffload(**offload.model_dump())
+        return fields
 
     def core(self) -> Deployment:
-        """The core deployment these fields state."""
-        fields = self.model_dump(exclude={"kv_offload"})
-        offload = self.kv_offload
-        return Deployment(
-            **fields,
-            kv_offload=None if offload is None else KVOffload(**offload.model_dump()),
-        )
+        """The core deployment these fields state (without a speculative draft's memory)."""
+        return Deployment(**self.core_fields())
 
 
 class MemoryRequest(RequestModel):

@@ -10,6 +10,7 @@ from servesize.schemas.memory import AppliedDefaultOut, DeploymentIn, HardwareRe
 from servesize.schemas.models import ModelRef
 from servesize.schemas.prefix import PrefixCacheOut, PrefixIn
 from servesize.schemas.sessions import SessionMeansOut, SessionsIn
+from servesize.schemas.speculative import SpeculativeOut
 from servesize.schemas.uncertainty import PredictionIntervalOut
 
 
@@ -103,3 +104,6 @@ class PerformanceResponse(ResponseModel):
     when the profile has neither a TDP nor measured power)."""
     sessions: SessionMeansOut | None = None
     """The per-request means ``workload.sessions`` stood for (null without sessions)."""
+    speculative: SpeculativeOut | None = None
+    """Speculative decoding's figures (null without ``deployment.speculative``): TPOT,
+    throughput and E2E above already include it."""

@@ -13,9 +13,10 @@ from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.hardware_resolver import resolve_hardware
 from servesize.api.lookups import LookupCache
 from servesize.api.models_resolver import ResolvedModel
+from servesize.api.replica_resolver import deployment_with_draft
 from servesize.core.architecture import Architecture
 from servesize.core.hardware import HardwareSpec
-from servesize.core.memory import kv_budget, plan_memory
+from servesize.core.memory import Deployment, kv_budget, plan_memory
 from servesize.core.replica import host_tier
 from servesize.schemas.memory import (
     HostKVTierOut,
@@ -34,15 +35,17 @@ async def memory(
 ) -> MemoryResponse:
     """Line-by-line memory of the most loaded GPU, whether it fits, and the KV capacity."""
 
-    def lookup() -> tuple[ResolvedModel, HardwareSpec]:
-        return lookups.model(body.model), resolve_hardware(body.hardware, lookups=lookups)
+    def lookup() -> tuple[ResolvedModel, HardwareSpec, Deployment]:
+        model = lookups.model(body.model)
+        deployment = deployment_with_draft(model.architecture, body.deployment, lookups)
+        return model, resolve_hardware(body.hardware, lookups=lookups), deployment
 
-    def compute(inputs: tuple[ResolvedModel, HardwareSpec]) -> MemoryResponse:
-        model, hardware = inputs
+    def compute(inputs: tuple[ResolvedModel, HardwareSpec, Deployment]) -> MemoryResponse:
+        model, hardware, deployment = inputs
         plan = plan_memory(
             model.architecture,
             hardware,
-            body.deployment.core(),
+            deployment,
             request_lengths=body.request_lengths,
             request_weights=body.request_weights,
         )

@@ -110,6 +110,11 @@ class Deployment:
     enable_prefix_caching: bool | None = None
     kv_offload: KVOffload | None = None
     """A host-memory KV tier (:mod:`~.offload`); None: none."""
+    draft_weight_bytes_per_gpu: int = 0
+    """Speculative decoding: the draft's (or head's) weights on each GPU of the last stage
+    (:mod:`servesize.core.replica.speculative`)."""
+    draft_kv_layers: int = 0
+    """Speculative decoding: layers of the target's KV shape the draft's own KV adds."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +162,8 @@ class ResolvedDeployment:
     """Whether cached prefix blocks are reused (:mod:`~.prefix_caching`)."""
     kv_offload: ResolvedKVOffload | None = None
     """The host KV tier (:mod:`~.offload`), None without one."""
+    draft_weight_bytes_per_gpu: int = 0
+    draft_kv_layers: int = 0
     defaults: tuple[AppliedDefault, ...] = ()
 
 
@@ -422,6 +429,8 @@ def resolve_deployment(
         mxfp4_backend=mxfp4,
         enable_prefix_caching=prefix_caching,
         kv_offload=offload,
+        draft_weight_bytes_per_gpu=dep.draft_weight_bytes_per_gpu,
+        draft_kv_layers=dep.draft_kv_layers,
         defaults=tuple(applied),
     )
 

@@ -12,7 +12,7 @@ layers into full attention.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servesize.core.architecture import Architecture
 from servesize.core.hardware.spec import HardwareSpec
@@ -135,6 +135,8 @@ def evaluate_deployment(
         weights = weight_ledger(arch, res, constants, layers, first=first, last=last)
         activation = activation_item(arch, res, constants, layers, last=last)
         specs = kv_layer_specs(arch, layers, res.tensor_parallel_size, res.kv_cache, res.dtype)
+        if last and (res.draft_weight_bytes_per_gpu or res.draft_kv_layers):
+            weights, specs = with_draft(weights, specs, res)
         layout = kv_layout(
             specs,
             block_size=res.block_size,
@@ -160,6 +162,31 @@ def evaluate_deployment(
         key=lambda s: (s.blocks, s.budget.kv_available_bytes, -s.weights.total_bytes),
     )
     return MemoryEvaluation(res, total, tuple(stages), limiting, graphs, non_torch, context)
+
+
+def with_draft(
+    weights: WeightLedger, specs: tuple[KvLayerSpec, ...], res: ResolvedDeployment
+) -> tuple[WeightLedger, tuple[KvLayerSpec, ...]]:
+    """The last stage with a speculative draft: its weights as one more line item, its KV as
+    ``draft_kv_layers`` more layers of the stage's largest attention kind (vLLM gives the
+    EAGLE/MTP layers KV pages of their own in the same pool,
+    ``vllm/v1/spec_decode/eagle.py: EagleProposer.load_model``)."""
+    draft = res.draft_weight_bytes_per_gpu
+    item = LineItem(
+        name="speculative draft weights",
+        bytes_per_gpu=draft,
+        formula=f"the draft's parameters on this GPU: {draft:,} B ({gib_text(draft)})",
+        category="weights",
+    )
+    ledger = WeightLedger(
+        items=(*weights.items, item), by_component={**weights.by_component, "draft": draft}
+    )
+    attention = [s for s in specs if s.bytes_per_token]
+    if not res.draft_kv_layers or not attention:
+        return ledger, specs
+    main = max(attention, key=lambda s: s.bytes_per_token)
+    grown = replace(main, layers=main.layers + res.draft_kv_layers)
+    return ledger, tuple(grown if s is main else s for s in specs)
 
 
 def fit_failures(ev: MemoryEvaluation) -> list[str]:

@@ -82,6 +82,14 @@ from servesize.core.replica.simulate import (
     simulate_replica,
     simulator_step_model,
 )
+from servesize.core.replica.speculative import (
+    SpeculativeEstimate,
+    SpeculativeStepTime,
+    closed_loop_with_speculation,
+    restore_tokens,
+    speculative_workload,
+    verification_steps,
+)
 
 __all__ = [
     "MAX_PREFILL_STEPS",
@@ -98,17 +106,23 @@ __all__ = [
     "ReplicaRun",
     "RequestTooLongError",
     "SimulationTooLargeError",
+    "SpeculativeEstimate",
+    "SpeculativeStepTime",
     "StepModelCache",
     "WholePromptOverflowError",
     "check_workload",
     "closed_loop_with_prefix",
+    "closed_loop_with_speculation",
     "compile_replica",
     "host_tier",
     "kv_transfer",
     "replica_from_plan",
+    "restore_tokens",
     "scheduler_config",
     "simulate_replica",
     "simulator_step_model",
+    "speculative_workload",
     "steady_prompt_tokens",
+    "verification_steps",
     "warm_prompt_tokens",
 ]

@@ -25,6 +25,7 @@ from servesize.core.hardware import HardwareSpec
 from servesize.core.memory import Deployment
 from servesize.core.replica.compile import KVLink, Replica, compile_replica
 from servesize.core.simulation import SchedulingPolicy
+from servesize.core.speculative import SpeculativeDecoding
 from servesize.core.steptime import EngineProfile, MeasuredProfile
 
 __all__ = ["REPLICA_CACHE_SIZE", "ReplicaCache"]
@@ -67,6 +68,7 @@ class ReplicaCache:
         policy: SchedulingPolicy | None = None,
         chunked_prefill: bool = False,
         kv_link: KVLink | None = None,
+        speculative: SpeculativeDecoding | None = None,
     ) -> Replica:
         """:func:`~servesize.core.replica.compile_replica` of these inputs, compiled once."""
         key: tuple[Hashable, ...] = (
@@ -79,6 +81,7 @@ class ReplicaCache:
             policy,
             chunked_prefill,
             kv_link,
+            speculative,
         )
         held = (architecture, hardware, measurements)
         try:
@@ -101,6 +104,7 @@ class ReplicaCache:
             calibrated=calibrated,
             policy=policy,
             chunked_prefill=chunked_prefill,
+            speculative=speculative,
             kv_link=kv_link,
         )
         if not key:

@@ -34,6 +34,7 @@ from servesize.core.simulation import (
     engine_capacity_policy,
 )
 from servesize.core.simulation import engine_scheduler as _engine_scheduler
+from servesize.core.speculative import DraftPlan, SpeculativeDecoding, with_draft
 from servesize.core.steptime import (
     EngineProfile,
     MeasuredProfile,
@@ -91,6 +92,12 @@ class Replica:
     """The KV hand-off when compiled with a :class:`KVLink` (disaggregation), else None."""
     kv_bandwidth_from_hardware: bool = False
     """True when the KV link's bandwidth is the hardware profile's interconnect."""
+    draft: DraftPlan | None = None
+    """Speculative decoding's sized draft (:mod:`~servesize.core.replica.speculative`)."""
+
+    @property
+    def speculative(self) -> SpeculativeDecoding | None:
+        return self.draft.spec if self.draft is not None else None
 
     @property
     def deployment(self) -> ResolvedDeployment:
@@ -380,6 +387,7 @@ def replica_from_plan(
     chunked_prefill: bool = False,
     kv_link: KVLink | None = None,
     step_models: StepModelCache | None = None,
+    draft: DraftPlan | None = None,
 ) -> Replica:
     """:func:`compile_replica` of a plan already made by
     :func:`~servesize.core.memory.plan_memory` for ``architecture`` on ``hardware`` (a caller
@@ -405,6 +413,7 @@ def replica_from_plan(
         scheduler_warnings=warnings,
         kv_transfer=transfer,
         kv_bandwidth_from_hardware=from_hardware,
+        draft=draft,
     )
 
 
@@ -420,6 +429,7 @@ def compile_replica(
     chunked_prefill: bool = False,
     kv_link: KVLink | None = None,
     step_models: StepModelCache | None = None,
+    speculative: SpeculativeDecoding | None = None,
 ) -> Replica:
     """Plan the memory of ``deployment`` and compile the replica it serves.
 
@@ -427,12 +437,16 @@ def compile_replica(
     serving engine's profile (None: the deployment engine's, fitted unless ``calibrated`` is
     False); ``policy`` overrides the engine's own scheduler and ``chunked_prefill`` turns chunked
     prefill on for one that runs prompts whole; ``kv_link`` adds the KV hand-off of a
-    disaggregated pair; ``step_models`` shares compiled step-time models between calls.
+    disaggregated pair; ``step_models`` shares compiled step-time models between calls;
+    ``speculative`` sizes a draft and adds its memory (:func:`~.speculative.with_draft`).
 
     Raises :class:`~servesize.core.memory.InvalidDeploymentError` (the deployment cannot be
     served as written), :class:`~servesize.core.errors.InsufficientMemoryError` (it does not
     fit) and :class:`MissingInterconnectBandwidthError` (a KV link of unknown bandwidth).
     """
+    draft = None
+    if speculative is not None:
+        deployment, draft = with_draft(deployment, architecture, speculative)
     memory = plan_memory(architecture, hardware, deployment)
     return replica_from_plan(
         architecture,
@@ -445,4 +459,5 @@ def compile_replica(
         chunked_prefill=chunked_prefill,
         kv_link=kv_link,
         step_models=step_models,
+        draft=draft,
     )

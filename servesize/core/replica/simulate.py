@@ -13,6 +13,11 @@ from servesize.core.replica.errors import (
     SimulationTooLargeError,
     WholePromptOverflowError,
 )
+from servesize.core.replica.speculative import (
+    SpeculativeStepTime,
+    restore_tokens,
+    speculative_workload,
+)
 from servesize.core.simulation import (
     ClientOverheads,
     KVTransfer,
@@ -23,6 +28,7 @@ from servesize.core.simulation import (
     simulate_disaggregated,
     whole_prompt_overflow,
 )
+from servesize.core.simulation import StepTimeModel as SimStepTime
 from servesize.core.simulation.adapters import steptime_adapter
 from servesize.core.steptime import StepTimeModel, simulator_constants
 from servesize.core.traffic import Workload
@@ -131,7 +137,11 @@ def simulate_replica(
     from_profile = overheads is None
     if overheads is None:
         overheads = ClientOverheads(preprocess_s=step_model.engine.request_overhead_s)
-    step_time = steptime_adapter(step_model)
+    step_time: SimStepTime = steptime_adapter(step_model)
+    original = workload
+    if replica.draft is not None:  # one simulated output per verification step (§3.15)
+        step_time = SpeculativeStepTime(step_time, step_model, replica.draft)
+        workload = speculative_workload(workload, replica.draft.spec)
     scheduler = replica.scheduler
     if pools is None:
         result = simulate(
@@ -163,6 +173,8 @@ def simulate_replica(
             overheads=overheads,
             progress=progress,
         )
+    if replica.draft is not None:
+        result = restore_tokens(result, original, replica.draft.spec)
     return ReplicaRun(
         result=result,
         scheduler=scheduler,
