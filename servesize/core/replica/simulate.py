@@ -139,7 +139,7 @@ def simulate_replica(
         overheads = ClientOverheads(preprocess_s=step_model.engine.request_overhead_s)
     step_time: SimStepTime = steptime_adapter(step_model)
     original = workload
-    if replica.draft is not None:  # one simulated output per verification step (§3.15)
+    if replica.draft is not None:  # one simulated output per verification step (§3.17)
         step_time = SpeculativeStepTime(step_time, step_model, replica.draft)
         workload = speculative_workload(workload, replica.draft.spec)
     scheduler = replica.scheduler
