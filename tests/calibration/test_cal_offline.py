@@ -6,10 +6,13 @@ TensorRT-LLM constants both tiers use), absolute percentage error of the output 
 | rows | MAPE | median | p90 | mean signed |
 |---|---|---|---|---|
 | dense (30) | 6.3 | 5.0 | 13.1 | +2.4 |
-| MoE (22) | 74.0 | 69.9 | 100.5 | +74.0 |
+| MoE (22) | 39.7 | 35.6 | 68.4 | +39.7 |
 
-MoE throughput is still over-predicted (docs/modeling.md §5.6, §5.8); the guard holds the figures
-reached so that a change that moves them is seen, and the dense target of 8 %.
+(74.0 / 69.9 / 100.5 / +74.0 for MoE before TensorRT-LLM's measured MoE layer was priced with the
+power-law routing rows of ``moe.csv``, docs/modeling.md §2.12.) MoE throughput is still
+over-predicted, far above the 12 % target (§5.6, §5.8). The guard checks that the MoE error stays
+at the figure reached (39.7 % MAPE plus 1.5 points) and its mean signed error below +42 %, so a
+change that makes the MoE step cheaper again is seen, and the dense target of 8 %.
 """
 
 from __future__ import annotations
@@ -113,7 +116,8 @@ def test_dense_rows_meet_the_target_and_moe_rows_stay_at_the_reached_figure() ->
     dense = summarise_offline([p for p in predictions() if not p.moe])
     moe = summarise_offline([p for p in predictions() if p.moe])
     assert dense.mape <= 8.0
-    assert moe.mape <= 74.0 + 3.0
+    assert moe.mape <= 39.7 + 1.5
+    assert moe.mean_signed <= 42.0
 
 
 def test_error_sign_and_summary_arithmetic() -> None:

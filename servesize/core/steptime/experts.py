@@ -44,6 +44,7 @@ from servesize.core.steptime.tables import MoeTable
 
 __all__ = [
     "DEFAULT_MOE_KERNEL",
+    "ROUTING_DISTRIBUTION",
     "MoeKernelConstants",
     "MoeLayerShape",
     "MoeLookup",
@@ -85,6 +86,20 @@ the power-law rows of both, whose skew the uniform routing here does not model).
 vLLM's default ``BLOCK_SIZE_M`` of 64 (``fused_moe.py: get_default_config``); the fit is flat in
 it (16, 64 and 128 rows fit equally: on H100 a 64-row tile is below the rows where an expert's
 GEMM turns compute-bound, ``P/(2B)`` ≈ 150 rows in bf16 and 295 in fp8)."""
+
+
+ROUTING_DISTRIBUTION: dict[str, str] = {"trtllm": "power_law_1.01"}
+"""Which routing of a measured MoE table prices an engine's serving traffic (any other engine:
+``balanced``). TensorRT-LLM: ``moe.csv``'s power-law rows
+(expert loads drawn from a power law of exponent 1.01, aiconfigurator's collector
+``collect_moe.py``; ``ModelConfig.workload_distribution = "power_law"`` is aiconfigurator's
+default for the same reason). A trained router is skewed: at a few tokens it touches fewer
+experts than uniform routing (0.55–0.9× the balanced time at 8–64 tokens, Qwen3-30B-A3B shape,
+EP 1), and at many tokens the busiest expert rank sets the layer time (1.3–1.5× at EP 8 from
+1,000 tokens on; 2–4× for the Mixtral shape). The tables time TensorRT-LLM's own CUTLASS MoE
+(``CutlassFusedMoE.forward``). vLLM keeps the balanced rows: its gpt-oss-120b calibration rows
+borrow these kernels across shape and format (MXFP4 ``fused_experts``) and their TPOT gets worse
+with the skewed rows (9.5 → 13.5 % MAPE), so the skew is not applied where it was not checked."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,9 +154,13 @@ class MoeLookup:
     exact: bool
 
 
-def moe_table_for(op: MoeOp, tables: tuple[MoeTable, ...], *, prefer: str) -> MoeLookup | None:
+def moe_table_for(
+    op: MoeOp, tables: tuple[MoeTable, ...], *, prefer: str | None = None, engine: str = ""
+) -> MoeLookup | None:
     """The measured MoE table for ``op``: same expert parallelism, sharding and compute dtype;
-    the exact shape when measured, else the nearest in ``(h, I, E, k)``."""
+    the exact shape when measured, else the nearest in ``(h, I, E, k)``; of the routing
+    ``prefer`` (``None``: ``engine``'s :data:`ROUTING_DISTRIBUTION`) where both are measured."""
+    prefer = ROUTING_DISTRIBUTION.get(engine, "balanced") if prefer is None else prefer
     dtype = "fp8" if op.compute_dtype == "fp8" else "bf16"
     usable = [
         t
@@ -305,8 +324,8 @@ def moe_cost(
     engine's slowdown. The grouped-GEMM model's own ratio transfers better between the kernel
     tables (Qwen3-30B-A3B to Mixtral-8x7B: 8.9 % against 68 %) but makes the TensorRT-LLM
     Qwen3-235B-A22B and vLLM gpt-oss-120b serving rows 20 % faster than measured under the
-    current engine constants, so the roofline ratio stays until those are refitted with it
-    (docs/modeling.md §2.12).
+    current engine constants, so
+    the roofline ratio stays until those are refitted with it (docs/modeling.md §2.12).
     """
     layers = float(op.layers)
     shape = MoeLayerShape.of(op)

@@ -419,7 +419,7 @@ def build_step_model(
     cuda_graphs: bool = True,
     measured: MeasuredProfile | None = None,
     calibrated: bool = True,
-    moe_distribution: str = "balanced",
+    moe_distribution: str | None = None,
     network_bandwidth_bytes_per_s: float | None = None,
 ) -> StepTimeModel:
     """Compile ``arch`` on ``hardware`` under one deployment into a :class:`StepTimeModel`.
@@ -534,11 +534,11 @@ def build_step_model(
         else:
             sources[phase] = "default: roofline (KV bytes / bandwidth, FLOPs / peak)"
 
-    moe_lookups: list[MoeLookup | None] = []
-    for moe_op in inventory.moe:
-        moe_lookups.append(
-            moe_table_for(moe_op, measured.moe, prefer=moe_distribution) if measured else None
-        )
+    moe_tables = measured.moe if measured else ()
+    moe_lookups: list[MoeLookup | None] = [
+        moe_table_for(op, moe_tables, prefer=moe_distribution, engine=profile.name)
+        if measured else None for op in inventory.moe
+    ]  # fmt: skip
     if inventory.moe:
         hit = [t for t in moe_lookups if t is not None]
         sources["moe"] = (
