@@ -82,7 +82,9 @@ def test_jobs_survive_the_upgrade_and_the_downgrade(fresh_url: str) -> None:
         at="2026-12-03 11:00:00.000000",
     )
 
-    # Counters, cached answers and process names are all the downgrade drops: no refusal.
+    # The revisions above this one (traces, host link) first; then counters, cached answers and
+    # process names are all this downgrade drops: no refusal.
+    migrate.downgrade(fresh_url, "2026_12_03_shared_state", destroy_data=True)
     assert migrate.downgrade_losses(fresh_url, "2026_12_02_inter_node") == []
     migrate.downgrade(fresh_url, "2026_12_02_inter_node")
     assert _jobs(fresh_url) == before
