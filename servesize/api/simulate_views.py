@@ -69,9 +69,13 @@ def _histogram(values: np.ndarray, weights: np.ndarray | None = None) -> Histogr
     keep = np.isfinite(values)
     if not keep.any():
         return None
-    counts, edges = np.histogram(
-        values[keep], bins=HISTOGRAM_BINS, weights=None if weights is None else weights[keep]
-    )
+    kept = values[keep]
+    held = None if weights is None else weights[keep]
+    lo, hi = float(kept.min()), float(kept.max())
+    if hi - lo <= 1e-9 * max(abs(hi), 1e-30):  # (nearly) equal values: one bin holds them all
+        total = int(kept.size if held is None else held.sum())
+        return HistogramOut(edges_s=[lo, hi], counts=[total])
+    counts, edges = np.histogram(kept, bins=HISTOGRAM_BINS, range=(lo, hi), weights=held)
     return HistogramOut(edges_s=[float(e) for e in edges], counts=[int(c) for c in counts])
 
 

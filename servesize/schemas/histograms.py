@@ -7,7 +7,8 @@ from servesize.schemas.base import ResponseModel
 __all__ = ["HISTOGRAM_BINS", "HistogramOut", "LatencyHistogramsOut"]
 
 HISTOGRAM_BINS = 30
-"""Equal-width bins between the smallest and the largest value."""
+"""Equal-width bins between the smallest and the largest value (one bin when they are equal to
+within 1e-9, as in a closed loop of identical requests on an idle engine)."""
 
 
 class HistogramOut(ResponseModel):

@@ -53,3 +53,18 @@ def test_an_unstable_run_withholds_its_histograms(client: TestClient) -> None:
     assert not sim["stable"]
     assert sim["histograms"] is None
     assert sim["ttft_s"] is None
+
+
+def test_equal_values_fall_in_one_bin(client: TestClient) -> None:
+    # Four closed-loop clients with fixed lengths move in lock step: every request is admitted
+    # with the same three others, so every TTFT is the same number (numpy cannot cut a zero-width
+    # range into 30 bins: one bin holds them all).
+    traffic = {"mode": "closed_loop", "concurrency": 4, "num_requests": 40}
+    traffic |= {"input_tokens": 256, "output_tokens": 16, "cooldown_requests": 4}
+    sim = client.post("/v1/simulate", json={**BODY, "traffic": traffic})
+    assert sim.status_code == 200, sim.text
+    answer = sim.json()
+    ttft = answer["histograms"]["ttft_s"]
+    assert len(ttft["counts"]) == 1
+    assert ttft["counts"] == [answer["completed"]]
+    assert ttft["edges_s"][0] == answer["ttft_s"]["p50"]
