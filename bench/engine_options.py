@@ -411,6 +411,11 @@ _TRT_CLASSES = (
     "DynamicBatchConfig",
     "MoeConfig",
     "AttentionDpConfig",
+    "DecodingBaseConfig",
+    "EagleDecodingConfig",
+    "MTPDecodingConfig",
+    "NGramDecodingConfig",
+    "DraftTargetDecodingConfig",
 )
 
 

@@ -59,7 +59,8 @@ class InlineHardware(RequestModel):
 
 class KVOffloadIn(RequestModel):
     """A host-memory KV tier in the engine's own terms: vLLM takes ``size_gib`` (and
-    ``backend``), SGLang ``hicache_ratio`` or ``hicache_size_gb``; TensorRT-LLM is refused."""
+    ``backend``), SGLang ``hicache_ratio`` or ``hicache_size_gb``, TensorRT-LLM
+    ``host_cache_size_bytes``."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
@@ -73,6 +74,9 @@ class KVOffloadIn(RequestModel):
     hicache_size_gb: int | None = Field(default=None, ge=1, le=2**20, examples=[100])
     """SGLang ``--hicache-size``: GB (10^9 bytes) of host memory per TP rank; overrides the
     ratio."""
+    host_cache_size_bytes: int | None = Field(default=None, ge=1, le=2**50, examples=[68719476736])
+    """TensorRT-LLM ``kv_cache_config.host_cache_size``: bytes of host memory per rank for the
+    secondary pool of reusable blocks (needs prefix caching on)."""
 
 
 HardwareRef = str | InlineHardware

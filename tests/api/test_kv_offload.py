@@ -87,7 +87,10 @@ def test_host_link_default_is_pcie_gen4_without_a_profile_figure(client: TestCli
 @pytest.mark.parametrize(
     ("deployment", "pointer"),
     [
-        ({"engine": "trtllm", "kv_offload": {"size_gib": 8}}, "/deployment/kv_offload"),
+        (
+            {"engine": "trtllm", "kv_offload": {"size_gib": 8}},
+            "/deployment/kv_offload/host_cache_size_bytes",
+        ),
         ({"kv_offload": {"hicache_ratio": 2.0}}, "/deployment/kv_offload/size_gib"),
         (
             {"kv_offload": {"size_gib": 8, "hicache_ratio": 2.0}},

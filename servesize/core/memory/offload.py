@@ -16,7 +16,14 @@ Engines and their flags (``Deployment.kv_offload``):
   ``size = N·1e9 // size_per_token`` or ``int(device_size · R)``, then aligned up to pages,
   ``(size // page + 1) · page``. The hierarchical cache extends the radix cache, so it needs
   prefix caching on.
-* TensorRT-LLM's host cache (``kv_cache_config.host_cache_size``) is not modelled: refused.
+* TensorRT-LLM (1.0): ``kv_cache_config.host_cache_size`` bytes of host memory per rank
+  (``KvCacheConfig.host_cache_size``, ``tensorrt_llm/llmapi/llm_args.py``: "Size of the host
+  cache in bytes"): the KV cache manager's secondary pool, which takes reusable blocks evicted
+  from the GPU pool and onboards them back on a hit (``onboard_blocks``, default true), so it
+  needs block reuse (prefix caching) on. Modelled like the other two tiers (a block cached in
+  the host pool loads back at the host link's bandwidth); ``blocks = host_cache_size //
+  block bytes``. A preempted request is not reloaded (the default ``GUARANTEED_NO_EVICT``
+  policy never preempts).
 
 The host tier holds cached blocks, not running requests: a request runs only from the GPU pool,
 so the batch it can hold is unchanged; what grows is the cache a later request (or a preempted
@@ -65,6 +72,8 @@ class KVOffload:
     """SGLang ``--hicache-ratio``: host tokens per device token (default 2.0)."""
     hicache_size_gb: int | None = None
     """SGLang ``--hicache-size``: GB (10^9 bytes) per TP rank; overrides the ratio."""
+    host_cache_size_bytes: int | None = None
+    """TensorRT-LLM ``kv_cache_config.host_cache_size``: bytes of host memory per rank."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +86,7 @@ class ResolvedKVOffload:
     hicache_ratio: float | None
     hicache_size_gb: int | None
     overlap: bool
+    host_cache_size_bytes: int | None = None
     """Loads run layer by layer under the forward pass (SGLang)."""
     reloads_preempted: bool
     """A preempted request loads its blocks back (vLLM 0.14+); SGLang recomputes."""
@@ -100,6 +110,9 @@ def resolve_kv_offload(
 
     sglang_fields = offload.hicache_ratio is not None or offload.hicache_size_gb is not None
     vllm_fields = offload.size_gib is not None or offload.backend is not None
+    trtllm_field = offload.host_cache_size_bytes is not None
+    if trtllm_field and engine != "trtllm":
+        bad("host_cache_size_bytes", "TensorRT-LLM's kv_cache_config.host_cache_size")
     if engine == "vllm":
         if version < VLLM_KV_OFFLOAD_OLDEST:
             bad("", "vLLM takes --kv-offloading-size from 0.14.0; older releases are not modelled")
@@ -145,12 +158,26 @@ def resolve_kv_offload(
             overlap=True,
             reloads_preempted=False,
         )
-    bad(
-        "",
-        f"KV offload is modelled for vLLM and SGLang; {engine}'s host cache "
-        "(kv_cache_config.host_cache_size) is not",
+    if engine != "trtllm":
+        bad("", f"KV offload is modelled for vLLM, SGLang and TensorRT-LLM, not {engine}")
+        return None
+    if vllm_fields or sglang_fields:
+        bad("size_gib", "vLLM's or SGLang's settings; TensorRT-LLM takes host_cache_size_bytes")
+    size = offload.host_cache_size_bytes
+    if size is None or size < 1:
+        bad("host_cache_size_bytes", "required for TensorRT-LLM and must be >= 1 byte")
+    if not prefix_caching:
+        bad("", "TensorRT-LLM's host cache holds reusable blocks: enable prefix caching")
+    return ResolvedKVOffload(
+        engine=engine,
+        size_gib=None,
+        backend=None,
+        hicache_ratio=None,
+        hicache_size_gb=None,
+        host_cache_size_bytes=size,
+        overlap=False,
+        reloads_preempted=False,
     )
-    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,6 +240,15 @@ def host_kv_tier(
         formula = (
             f"{offload.size_gib:g} GiB / {ranks} ranks = {share} B per GPU; "
             f"{share} // ({per_token} B/token · {block_size}) = {blocks} blocks"
+        )
+    elif offload.engine == "trtllm":
+        assert offload.host_cache_size_bytes is not None
+        share = offload.host_cache_size_bytes
+        blocks = share // block_bytes
+        tokens = blocks * block_size
+        formula = (
+            f"host_cache_size {share} B per rank // ({per_token} B/token · {block_size}) = "
+            f"{blocks} blocks"
         )
     else:
         page = block_size

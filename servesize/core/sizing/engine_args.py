@@ -61,6 +61,12 @@ from servesize.core.memory import ResolvedDeployment
 from servesize.core.memory.engine_defaults import VLLM_V1_VERSION
 from servesize.core.memory.runtime import cuda_graph_sizes
 from servesize.core.sizing.launch_nodes import unsupported_multi_node
+from servesize.core.speculative import (
+    SpeculativeDecoding,
+    sglang_speculative_args,
+    trtllm_speculative_config,
+    vllm_speculative_args,
+)
 
 __all__ = [
     "COMMAND_VERSIONS",
@@ -74,6 +80,7 @@ __all__ = [
     "trtllm_options",
     "unsupported_kv",
     "unsupported_layout",
+    "unsupported_speculative",
     "vllm_args",
     "yaml_lines",
 ]
@@ -170,6 +177,20 @@ def unsupported_layout(
     return unsupported_multi_node(res, is_moe=is_moe, gpus_per_node=gpus_per_node)
 
 
+def unsupported_speculative(engine: str, spec: SpeculativeDecoding | None) -> str | None:
+    """Why the engine release of :data:`COMMAND_VERSIONS` has no form for ``spec``, or None:
+    SGLang 0.5.1's ``--speculative-algorithm`` takes only ``EAGLE``, ``EAGLE3`` and ``NEXTN``
+    (no n-gram, no separate draft model); vLLM 0.21.0 (``SpeculativeConfig.method``) and
+    TensorRT-LLM 1.0 (``DecodingBaseConfig.from_dict``: ``Eagle``, ``MTP``, ``NGram``,
+    ``DraftTarget``) run all four methods."""
+    if spec is None or engine != "sglang" or sglang_speculative_args(spec) is not None:
+        return None
+    return (
+        f"SGLang {COMMAND_VERSIONS['sglang']} --speculative-algorithm takes EAGLE, EAGLE3 or "
+        f"NEXTN: no form for {spec.method} speculation"
+    )
+
+
 def vllm_args(
     model: str,
     res: ResolvedDeployment,
@@ -177,9 +198,11 @@ def vllm_args(
     role: Role = "both",
     kv_cache_bytes: int | None = None,
     node: tuple[int, int, int] | None = None,
+    speculative: SpeculativeDecoding | None = None,
 ) -> list[str]:
     """``vllm serve MODEL ...``; ``kv_cache_bytes`` pins the pool per GPU, ``node`` is
-    ``(rank, nodes, data-parallel ranks per node)`` of a multi-node replica."""
+    ``(rank, nodes, data-parallel ranks per node)`` of a multi-node replica, ``speculative``
+    adds ``--speculative-config``."""
     args = ["vllm", "serve", model, "--port", str(VLLM_PORT)]
     args += ["--tensor-parallel-size", str(res.tensor_parallel_size)]
     args += ["--pipeline-parallel-size", str(res.pipeline_parallel_size)]
@@ -215,6 +238,8 @@ def vllm_args(
         # vllm/config/kv_offloading.py: the replica's GiB, split over its TP x PP ranks.
         args += ["--kv-offloading-size", f"{offload.size_gib:g}"]
         args += ["--kv-offloading-backend", offload.backend or "native"]
+    if speculative is not None:
+        args += vllm_speculative_args(speculative)
     if role != "both":
         args += ["--kv-transfer-config", json.dumps(_VLLM_KV_TRANSFER, separators=(",", ":"))]
     return args
@@ -237,6 +262,7 @@ def sglang_args(
     max_total_tokens: int | None = None,
     data_parallel_size: int | None = None,
     node: tuple[int, int] | None = None,
+    speculative: SpeculativeDecoding | None = None,
 ) -> list[str]:
     """``python -m sglang.launch_server --model-path MODEL ...``; ``data_parallel_size``
     overrides the replica's (one server per node), ``node`` is ``(rank, nodes)``."""
@@ -276,6 +302,11 @@ def sglang_args(
             args += ["--hicache-size", str(offload.hicache_size_gb)]
         else:
             args += ["--hicache-ratio", f"{offload.hicache_ratio:g}"]
+    if speculative is not None:
+        spec_args = sglang_speculative_args(speculative)
+        if spec_args is None:
+            raise ValueError(unsupported_speculative("sglang", speculative))
+        args += spec_args
     kv = "auto" if _model_kv(res) else _SGLANG_KV.get(res.kv_cache.name, "auto")
     args += ["--kv-cache-dtype", kv, "--context-length", str(res.max_model_len)]
     if role != "both":
@@ -291,9 +322,17 @@ def _graph_sizes(res: ResolvedDeployment) -> list[int]:
 
 
 def trtllm_options(
-    res: ResolvedDeployment, *, is_moe: bool, max_tokens: int | None, role: Role = "both"
+    res: ResolvedDeployment,
+    *,
+    is_moe: bool,
+    max_tokens: int | None,
+    role: Role = "both",
+    speculative: SpeculativeDecoding | None = None,
+    mtp_layers: int = 1,
 ) -> dict[str, object]:
-    """The ``--extra_llm_api_options`` YAML as a mapping (``LlmArgs`` field names)."""
+    """The ``--extra_llm_api_options`` YAML as a mapping (``LlmArgs`` field names); the host
+    KV tier is ``kv_cache_config.host_cache_size`` (bytes per rank), speculation
+    ``speculative_config`` (``mtp_layers``: the checkpoint's ``num_nextn_predict_layers``)."""
     kv: dict[str, object] = {
         "dtype": "auto" if _model_kv(res) else _TRTLLM_KV.get(res.kv_cache.name, "auto"),
         "free_gpu_memory_fraction": res.memory_fraction,
@@ -302,6 +341,9 @@ def trtllm_options(
     }
     if max_tokens is not None:
         kv["max_tokens"] = max_tokens
+    offload = res.kv_offload
+    if offload is not None and offload.host_cache_size_bytes is not None:
+        kv["host_cache_size"] = offload.host_cache_size_bytes
     seqs = res.max_num_seqs or 1
     options: dict[str, object] = {
         "max_batch_size": seqs,
@@ -320,6 +362,8 @@ def trtllm_options(
         options["cuda_graph_config"] = None
     else:
         options["cuda_graph_config"] = {"batch_sizes": _graph_sizes(res), "enable_padding": True}
+    if speculative is not None:
+        options["speculative_config"] = trtllm_speculative_config(speculative, mtp_layers)
     if role != "both":
         options["cache_transceiver_config"] = {"backend": "nixl"}
     return options

@@ -28,6 +28,7 @@ from servesize.core.sizing.engine_args import (
     yaml_lines,
 )
 from servesize.core.sizing.launch_nodes import group_nodes, vllm_node_flags
+from servesize.core.speculative import DRAFT_PLACEHOLDER, SpeculativeDecoding
 
 __all__ = ["TRTLLM_DISAGG_CONFIG", "LaunchCommand", "LaunchPlan", "launch_plan"]
 
@@ -66,12 +67,36 @@ def _nodes(res: ResolvedDeployment, gpus_per_node: int) -> tuple[int, int]:
     return math.ceil(res.data_parallel_size / local), local
 
 
+def _knob_notes(res: ResolvedDeployment, spec: SpeculativeDecoding | None) -> list[str]:
+    """What the commands carry for speculation and the host KV tier."""
+    notes: list[str] = []
+    if spec is not None:
+        draft = f" with draft {spec.draft_model}" if spec.draft_model else ""
+        notes.append(
+            f"speculative decoding: {spec.method}{draft}, {spec.k} tokens proposed per step "
+            f"(the plan assumed {spec.expected_tokens:.2f} tokens per verification step)"
+        )
+        if spec.method == "eagle3" and not spec.draft_model:
+            notes.append(f"substitute the EAGLE-3 head's checkpoint for {DRAFT_PLACEHOLDER}")
+    offload = res.kv_offload
+    if offload is not None and offload.host_cache_size_bytes is not None:
+        notes.append(
+            f"kv_cache_config.host_cache_size {offload.host_cache_size_bytes} B of host memory "
+            "per rank: the secondary pool that evicted reusable blocks move to"
+        )
+    return notes
+
+
 def _node0(role: Role) -> str:
     return "address of node 0" + ("" if role == "both" else f" of a {role} replica")
 
 
 def _vllm_plan(
-    model: str, memory: MemoryPlan, gpus_per_node: int, disaggregated: bool
+    model: str,
+    memory: MemoryPlan,
+    gpus_per_node: int,
+    disaggregated: bool,
+    spec: SpeculativeDecoding | None,
 ) -> tuple[list[LaunchCommand], list[str], list[tuple[str, str]]]:
     res = memory.deployment
     pinned = memory.kv_cache_bytes_per_gpu
@@ -89,16 +114,21 @@ def _vllm_plan(
     for role in roles:
         name = "server" if role == "both" else role
         if nodes == 1 and spread == 1:
-            argv = vllm_args(model, res, role=role, kv_cache_bytes=pinned)
+            argv = vllm_args(model, res, role=role, kv_cache_bytes=pinned, speculative=spec)
             commands.append(LaunchCommand(role=name, argv=tuple(argv)))
             continue
         for rank in range(max(nodes, spread)):
             if spread > 1:  # one TP x PP group over several nodes
-                argv = vllm_args(model, res, role=role, kv_cache_bytes=pinned)
+                argv = vllm_args(model, res, role=role, kv_cache_bytes=pinned, speculative=spec)
                 argv += vllm_node_flags(rank, spread, master_placeholder(role))
             else:
                 argv = vllm_args(
-                    model, res, role=role, kv_cache_bytes=pinned, node=(rank, nodes, local)
+                    model,
+                    res,
+                    role=role,
+                    kv_cache_bytes=pinned,
+                    node=(rank, nodes, local),
+                    speculative=spec,
                 )
             label = f"node{rank}" if role == "both" else f"{role}-node{rank}"
             commands.append(LaunchCommand(role=label, argv=tuple(argv)))
@@ -138,7 +168,12 @@ def _vllm_plan(
 
 
 def _sglang_plan(
-    model: str, memory: MemoryPlan, gpus_per_node: int, disaggregated: bool, is_moe: bool
+    model: str,
+    memory: MemoryPlan,
+    gpus_per_node: int,
+    disaggregated: bool,
+    is_moe: bool,
+    spec: SpeculativeDecoding | None,
 ) -> tuple[list[LaunchCommand], list[str], list[tuple[str, str]]]:
     res = memory.deployment
     pool = memory.kv_capacity_tokens
@@ -163,14 +198,22 @@ def _sglang_plan(
     for role in roles:
         name = "server" if role == "both" else role
         if nodes == 1:
-            argv = sglang_args(model, res, role=role, is_moe=is_moe, max_total_tokens=pool)
+            argv = sglang_args(
+                model, res, role=role, is_moe=is_moe, max_total_tokens=pool, speculative=spec
+            )
             commands.append(LaunchCommand(role=name, argv=tuple(argv)))
             continue
         for rank in range(nodes):
             label = f"node{rank}" if role == "both" else f"{role}-node{rank}"
             if dp_attention or spread > 1:
                 argv = sglang_args(
-                    model, res, role=role, is_moe=is_moe, max_total_tokens=pool, node=(rank, nodes)
+                    model,
+                    res,
+                    role=role,
+                    is_moe=is_moe,
+                    max_total_tokens=pool,
+                    node=(rank, nodes),
+                    speculative=spec,
                 )
             else:
                 argv = sglang_args(
@@ -180,6 +223,7 @@ def _sglang_plan(
                     is_moe=is_moe,
                     max_total_tokens=pool,
                     data_parallel_size=local,
+                    speculative=spec,
                 )
             commands.append(LaunchCommand(role=label, argv=tuple(argv)))
     if nodes > 1 and (dp_attention or spread > 1):
@@ -217,7 +261,12 @@ def _sglang_plan(
 
 
 def _trtllm_plan(
-    model: str, memory: MemoryPlan, gpus_per_node: int, disaggregated: bool, is_moe: bool
+    model: str,
+    memory: MemoryPlan,
+    gpus_per_node: int,
+    disaggregated: bool,
+    is_moe: bool,
+    spec: SpeculativeDecoding | None,
 ) -> tuple[list[LaunchCommand], list[str], list[tuple[str, str]]]:
     res = memory.deployment
     pool = memory.kv_capacity_tokens
@@ -235,7 +284,11 @@ def _trtllm_plan(
     copies = 1 if is_moe else res.data_parallel_size
     for role in roles:
         yaml_text = (
-            "\n".join(yaml_lines(trtllm_options(res, is_moe=is_moe, max_tokens=pool, role=role)))
+            "\n".join(
+                yaml_lines(
+                    trtllm_options(res, is_moe=is_moe, max_tokens=pool, role=role, speculative=spec)
+                )
+            )
             + "\n"
         )
         files = ((TRTLLM_EXTRA_OPTIONS, yaml_text),)
@@ -303,18 +356,26 @@ def launch_plan(
     is_moe: bool,
     gpus_per_node: int | None,
     disaggregated: bool = False,
+    speculative: SpeculativeDecoding | None = None,
 ) -> LaunchPlan:
-    """The commands of the plan's engine for one replica (each pool's replica for P/D)."""
+    """The commands of the plan's engine for one replica (each pool's replica for P/D), with
+    the plan's speculation when it has one (:func:`~.engine_args.unsupported_speculative`
+    says which engine cannot run it; here that is a ``ValueError``)."""
     res = memory.deployment
     node = gpus_per_node or (
         res.tensor_parallel_size * res.pipeline_parallel_size * res.data_parallel_size
     )
     if res.engine == "sglang":
-        commands, notes, places = _sglang_plan(model, memory, node, disaggregated, is_moe)
+        commands, notes, places = _sglang_plan(
+            model, memory, node, disaggregated, is_moe, speculative
+        )
     elif res.engine == "trtllm":
-        commands, notes, places = _trtllm_plan(model, memory, node, disaggregated, is_moe)
+        commands, notes, places = _trtllm_plan(
+            model, memory, node, disaggregated, is_moe, speculative
+        )
     else:
-        commands, notes, places = _vllm_plan(model, memory, node, disaggregated)
+        commands, notes, places = _vllm_plan(model, memory, node, disaggregated, speculative)
+    notes += _knob_notes(res, speculative)
     flag = {"sglang": "--context-length", "trtllm": "max_seq_len"}.get(
         res.engine, "--max-model-len"
     )
