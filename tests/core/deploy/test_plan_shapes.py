@@ -79,7 +79,7 @@ def _gpus(obj: dict[str, Any]) -> list[str]:
     return [lim.get("nvidia.com/gpu", "0") for lim in limits]
 
 
-SHAPES = {
+SHAPES: dict[str, tuple[dict[str, Any], int, list[str], list[str]]] = {
     "1 GPU vLLM": ({"engine": "vllm"}, 1, ["Service", "Deployment"], ["1"]),
     "TP8 vLLM": ({"engine": "vllm", "tp": 8, "spec": EAGLE}, 8, ["Service", "Deployment"], ["8"]),
     "16-GPU TP8 x DP2 vLLM over 2 nodes": (
