@@ -32,6 +32,10 @@ from tests.core.sizing.test_engine_commands import SGLANG, TRTLLM, TRTLLM_DOC, V
 
 H100 = GPUS["h100-sxm"]
 DRAFT = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+VLLM_METHODS = {"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "eagle", "eagle3"}
+VLLM_METHODS |= {"mtp", "deepseek_mtp", "ngram_gpu"}
+"""A subset of ``SpeculativeMethod`` in ``vllm/config/speculative.py`` (the plain methods,
+``EagleModelTypes`` and, of ``MTPModelTypes``, the generic ``mtp`` and ``deepseek_mtp``)."""
 
 
 def _memory(engine: str, *, tp: int = 1, dp: int = 1, **knobs: Any) -> MemoryPlan:
@@ -84,6 +88,7 @@ def test_vllm_speculative_config_round_trips(method: str, expected: dict[str, An
     spec = SpeculativeDecoding.of(method, 3, acceptance_rate=0.7, draft_model=draft)  # type: ignore[arg-type]
     (ns,) = _vllm(_launch("vllm", spec))
     assert ns.speculative_config == expected
+    assert ns.speculative_config["method"] in VLLM_METHODS
     assert ns.model_tag == "meta-llama/Llama-3.1-8B"
 
 
