@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field
 from servesize.core.memory import Deployment, KVOffload
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.hardware import InterconnectIn, InterNodeIn, PeakDtype
+from servesize.schemas.launch import LaunchOut
 from servesize.schemas.models import InlineModel, ModelRef
 from servesize.schemas.speculative import SpeculativeIn
 
@@ -255,6 +256,14 @@ class MemoryResponse(ResponseModel):
     empty for other engines."""
     host_kv_tier: HostKVTierOut | None = None
     """The second KV tier, in host memory (``deployment.kv_offload``); null without one."""
+    launch: LaunchOut | None = None
+    """The engine's launch commands for this deployment (one replica, ``gpus_per_node`` of the
+    profile's interconnect), with every knob it states: parallelism, the KV pool pinned,
+    prefix caching, the host KV tier and speculative decoding. Null when the deployment does
+    not fit or the engine release cannot launch it (``launch_unsupported``)."""
+    launch_unsupported: str | None = None
+    """Why there is no launch command (a KV format, layout or speculation method the engine
+    release of ``launch.engine_version`` has no form for); null when there is one."""
 
 
 class HostKVTierOut(ResponseModel):

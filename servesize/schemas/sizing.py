@@ -10,6 +10,9 @@ from pydantic import AfterValidator, ConfigDict, Field
 from servesize.core.memory import KV_CACHE_DTYPES
 from servesize.schemas.base import RequestModel, ResponseModel
 from servesize.schemas.energy import EnergyOut
+from servesize.schemas.launch import LaunchCommandOut as LaunchCommandOut
+from servesize.schemas.launch import LaunchFileOut as LaunchFileOut
+from servesize.schemas.launch import LaunchOut as LaunchOut
 from servesize.schemas.manifests import ManifestsOut
 from servesize.schemas.models import ModelRef
 from servesize.schemas.simulate import LengthIn
@@ -167,33 +170,6 @@ class EngineArgsOut(ResponseModel):
     vllm: list[str] | None = None
     sglang: list[str] | None = None
     trtllm: list[str] | None = None
-
-
-class LaunchFileOut(ResponseModel):
-    path: str
-    content: str
-
-
-class LaunchCommandOut(ResponseModel):
-    role: str
-    """``server``, ``node<k>`` (one command per node), ``prefill``, ``decode``, ``router``."""
-    argv: list[str]
-    command: str
-    """``argv`` quoted for a POSIX shell."""
-    files: list[LaunchFileOut] = Field(default_factory=list)
-    """Files the command reads (TensorRT-LLM's ``--extra_llm_api_options`` YAML)."""
-
-
-class LaunchOut(ResponseModel):
-    """How to start one replica (each pool's replica for P/D) of the plan's engine."""
-
-    engine: str
-    engine_version: str
-    """The release whose option table the commands are written and checked against."""
-    commands: list[LaunchCommandOut]
-    placeholders: dict[str, str]
-    """``$MASTER_ADDR`` and the like: what to substitute before running."""
-    notes: list[str]
 
 
 class KnobsOut(ResponseModel):

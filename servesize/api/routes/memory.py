@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from servesize.api.compute import GatesDep
 from servesize.api.deps import LookupsDep, ReadAccess
 from servesize.api.hardware_resolver import resolve_hardware
+from servesize.api.launch_views import deployment_launch
 from servesize.api.lookups import LookupCache
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.replica_resolver import deployment_with_draft
@@ -53,6 +54,9 @@ async def memory(
         tier = host_tier(hardware, plan)
         if tier is not None:
             response.host_kv_tier = HostKVTierOut.model_validate(tier, from_attributes=True)
+        response.launch, response.launch_unsupported = deployment_launch(
+            model.id, model.architecture, hardware, plan, body.deployment.speculative
+        )
         return response
 
     return await gates.estimate.run(request, compute, lookup)

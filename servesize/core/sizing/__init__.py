@@ -22,6 +22,8 @@ from servesize.core.sizing.engine_args import (
     trtllm_args,
     trtllm_options,
     unsupported_kv,
+    unsupported_layout,
+    unsupported_speculative,
     vllm_args,
 )
 from servesize.core.sizing.explanation import explain
@@ -97,6 +99,8 @@ __all__ = [
     "trtllm_args",
     "trtllm_options",
     "unsupported_kv",
+    "unsupported_layout",
+    "unsupported_speculative",
     "upper_tokens",
     "vllm_args",
     "zero_load_infeasibility",
