@@ -25,6 +25,10 @@ _REASONS = {
 }
 
 
+_FEATURE_NOTES = ("prefix cache:", "speculative decoding:")
+"""How the Tier A notes of :func:`~.features.feature_notes` begin."""
+
+
 def _money(value: float) -> str:
     return f"${value:,.2f}"
 
@@ -38,8 +42,9 @@ def _plan_line(plan: Plan) -> str:
             how += f" ({plan.verification})"
     else:
         how = "screened analytically"
-        if plan.notes:
-            how += f" ({plan.notes[-1]})"
+        said = [n for n in plan.notes if not n.startswith(_FEATURE_NOTES)]
+        if said:
+            how += f" ({said[-1]})"
     return (
         f"{plan.candidate.label} × {plan.replicas} replicas ({plan.total_gpus} GPUs, {price}), "
         f"{how}; binding constraint {plan.binding}, {plan.utilization:.0%} of its capacity at "
