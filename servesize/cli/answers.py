@@ -120,7 +120,7 @@ def simulate_request(
         traffic["num_requests"] = size
         if rate is not None:
             traffic["arrival"] = ArrivalIn(process="poisson", rate_per_s=rate)
-        else:
+        elif concurrency is not None:
             traffic |= {"mode": "closed_loop", "concurrency": concurrency}
     fields = (
         "engine",

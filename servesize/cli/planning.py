@@ -291,6 +291,9 @@ def perf(
             work = WorkloadPoint.model_validate(point)
         except ValueError as exc:
             refuse(str(exc), code=2)
+        from servesize.api.session_views import session_point
+
+        work, session_means = session_point(built, work)
         try:
             prefixed = performance_estimate(built, work)
         except UnprocessableError as exc:
@@ -304,6 +307,8 @@ def perf(
             )
 
             answer = performance_answer(built, work, prefixed)
+            if session_means is not None:
+                answer = answer.model_copy(update={"sessions": session_means})
             if export == "json":
                 write_json(answer)
             else:

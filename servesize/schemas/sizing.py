@@ -268,6 +268,25 @@ class KnobsOut(ResponseModel):
     max_model_len: int
 
 
+class PlanSpeculativeOut(ResponseModel):
+    """The speculative decoding a plan runs."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance_per_position: list[float]
+    expected_tokens_per_step: float
+    """``E = 1 + Σ_i Π_{j≤i} α_j``: ``(1 − α^{k+1})/(1 − α)`` for one ``α``."""
+
+
+class PlanKVOffloadOut(ResponseModel):
+    """The host KV tier a plan runs (as ``candidates.kv_offload`` gave it)."""
+
+    size_gib: float | None = None
+    backend: str | None = None
+    hicache_ratio: float | None = None
+    hicache_size_gb: int | None = None
+
+
 class PriceSourceOut(ResponseModel):
     """Where a plan's price per GPU-hour came from."""
 
@@ -292,6 +311,10 @@ class PlanOut(ResponseModel):
     total_gpus: int
     parallelism: dict[str, int | bool]
     knobs: KnobsOut
+    speculative: PlanSpeculativeOut | None = None
+    """Speculative decoding, when the search chose it for this plan (null: plain decoding)."""
+    kv_offload: PlanKVOffloadOut | None = None
+    """The host KV tier, when the search chose one (null: none)."""
     engine_args: EngineArgsOut
     decode_engine_args: EngineArgsOut | None
     """Disaggregated plans: the decode pool's command (``engine_args`` is the prefill pool's)."""

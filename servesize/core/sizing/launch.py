@@ -6,8 +6,9 @@ releases and sources).
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servesize.core.memory import MemoryPlan, ResolvedDeployment
 from servesize.core.sizing.engine_args import (
@@ -28,6 +29,12 @@ from servesize.core.sizing.engine_args import (
     yaml_lines,
 )
 from servesize.core.sizing.launch_nodes import group_nodes, vllm_node_flags
+from servesize.core.speculative import (
+    SpeculativeDecoding,
+    sglang_speculative_args,
+    trtllm_speculative_config,
+    vllm_speculative_args,
+)
 
 __all__ = ["TRTLLM_DISAGG_CONFIG", "LaunchCommand", "LaunchPlan", "launch_plan"]
 
@@ -303,8 +310,12 @@ def launch_plan(
     is_moe: bool,
     gpus_per_node: int | None,
     disaggregated: bool = False,
+    speculative: SpeculativeDecoding | None = None,
 ) -> LaunchPlan:
-    """The commands of the plan's engine for one replica (each pool's replica for P/D)."""
+    """The commands of the plan's engine for one replica (each pool's replica for P/D); with
+    ``speculative``, every server command carries the engine's speculative flags (vLLM
+    ``--speculative-config``, SGLang ``--speculative-algorithm …``; TensorRT-LLM's
+    ``speculative_config`` is named in a note)."""
     res = memory.deployment
     node = gpus_per_node or (
         res.tensor_parallel_size * res.pipeline_parallel_size * res.data_parallel_size
@@ -315,6 +326,8 @@ def launch_plan(
         commands, notes, places = _trtllm_plan(model, memory, node, disaggregated, is_moe)
     else:
         commands, notes, places = _vllm_plan(model, memory, node, disaggregated)
+    if speculative is not None:
+        commands, notes = _with_speculation(res.engine, commands, notes, speculative)
     flag = {"sglang": "--context-length", "trtllm": "max_seq_len"}.get(
         res.engine, "--max-model-len"
     )
@@ -330,3 +343,17 @@ def launch_plan(
         placeholders=tuple(dict(places).items()),
         notes=tuple(notes),
     )
+
+
+def _with_speculation(
+    engine: str, commands: list[LaunchCommand], notes: list[str], spec: SpeculativeDecoding
+) -> tuple[list[LaunchCommand], list[str]]:
+    """The server commands with the engine's speculative flags (the router's unchanged)."""
+    if engine == "trtllm":
+        config = json.dumps(trtllm_speculative_config(spec), separators=(",", ":"))
+        return commands, [*notes, f"add speculative_config: {config} to the LLM API options"]
+    args = vllm_speculative_args(spec) if engine == "vllm" else sglang_speculative_args(spec)
+    if args is None:
+        return commands, notes
+    out = [c if c.role == "router" else replace(c, argv=(*c.argv, *args)) for c in commands]
+    return out, notes
