@@ -311,11 +311,13 @@ def launch_plan(
     gpus_per_node: int | None,
     disaggregated: bool = False,
     speculative: SpeculativeDecoding | None = None,
+    credits_prefix: bool = False,
 ) -> LaunchPlan:
     """The commands of the plan's engine for one replica (each pool's replica for P/D); with
     ``speculative``, every server command carries the engine's speculative flags (vLLM
     ``--speculative-config``, SGLang ``--speculative-algorithm …``; TensorRT-LLM's
-    ``speculative_config`` is named in a note)."""
+    ``speculative_config`` is named in a note). ``credits_prefix``: the plan was sized on the
+    traffic's prefix hits, and its notes say so."""
     res = memory.deployment
     node = gpus_per_node or (
         res.tensor_parallel_size * res.pipeline_parallel_size * res.data_parallel_size
@@ -328,6 +330,13 @@ def launch_plan(
         commands, notes, places = _vllm_plan(model, memory, node, disaggregated)
     if speculative is not None:
         commands, notes = _with_speculation(res.engine, commands, notes, speculative)
+    if credits_prefix:
+        notes = [
+            n.replace(
+                "the plan credits no prefix hits", "the plan credits the traffic's prefix hits"
+            )
+            for n in notes
+        ]
     flag = {"sglang": "--context-length", "trtllm": "max_seq_len"}.get(
         res.engine, "--max-model-len"
     )

@@ -176,6 +176,9 @@ def test_a_shared_system_prompt_halves_the_gpus_under_a_ttft_slo() -> None:
     # Without the cache only TP2 prefills 4096 tokens in time; with it TP1 prefills 128.
     assert (cold.plans[0].total_gpus, warm.plans[0].total_gpus) == (2, 1)
     assert f"{hit} prompt tokens per request served cached" in warm.plans[0].notes[0]
+    launch = warm.plans[0].launch
+    assert launch is not None
+    assert any("credits the traffic's prefix hits" in n for n in launch.notes)
 
 
 def _offload_case(
