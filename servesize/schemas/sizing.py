@@ -82,8 +82,10 @@ class SizingTrafficIn(_In):
         if (self.rate_per_s is None) == (self.sessions is None):
             raise ValueError("give exactly one of rate_per_s and sessions")
         if self.sessions is not None:
-            clash = {"input_tokens", "output_tokens", "process", "cv", "prefix"}
-            given = sorted(clash & self.model_fields_set)
+            # Compared with the defaults, not the fields set: a dumped body validates again.
+            clash = ("input_tokens", "output_tokens", "process", "cv", "prefix")
+            fields = type(self).model_fields
+            given = [f for f in clash if getattr(self, f) != fields[f].default]
             if given:
                 raise ValueError(
                     f"{', '.join(given)} describe open-loop requests; sessions carry their "

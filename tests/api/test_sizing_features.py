@@ -100,3 +100,12 @@ def test_sizing_feature_fields_are_422s_naming_the_field(client: TestClient) -> 
     assert response.status_code == 422
     pointers = [e["pointer"] for e in response.json()["errors"]]
     assert pointers == ["/candidates/speculative/0/method"]
+
+
+def test_a_dumped_sessions_body_validates_again() -> None:
+    from servesize.schemas.sizing import SizingRequest
+
+    body = _body(traffic={"sessions": {"sessions_per_s": 2.0, "turns": 4}})
+    request = SizingRequest.model_validate(body)
+    again = SizingRequest.model_validate(request.model_dump(mode="json"))
+    assert again.traffic.request_rate_per_s == 8.0  # 2 sessions/s × 4 turns
