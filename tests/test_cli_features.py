@@ -4,6 +4,7 @@ prefixes, sessions, a host KV tier and speculative decoding reach the replica pa
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -64,7 +65,7 @@ def test_perf_sessions_flags_take_the_session_means() -> None:
     assert sessions["requests_per_s"] == 3.0
 
 
-def test_size_offers_speculation_and_launches_it() -> None:
+def test_size_offers_speculation_and_launches_it(tmp_path: Path) -> None:
     replica = compile_replica(
         LLAMA_8B,
         H100,
@@ -80,6 +81,7 @@ def test_size_offers_speculation_and_launches_it() -> None:
             "size", *MODEL, "--rate", "0.5", "--gpu", "h100-sxm", "--tp", "1",
             "--input-tokens", "512", "--output-tokens", "256", "--slo",
             f"tpot_mean={limit_ms:.3f}ms", "--speculative", "eagle3", "--verify-top", "0",
+            "--report", str(tmp_path / "size.html"),
         ],
         env={"COLUMNS": "250"},
     )  # fmt: skip
@@ -87,6 +89,9 @@ def test_size_offers_speculation_and_launches_it() -> None:
     assert "spec=eagle3/k3/E2.95" in out.output
     assert "--speculative-config" in out.output
     assert "Speculative decoding chosen" in out.output
+    # The report's REST body offers the same grid: plain decoding and the draft.
+    page = (tmp_path / "size.html").read_text(encoding="utf-8")
+    assert '"speculative": [null, {"method": "eagle3", "num_speculative_tokens": 3' in page
 
 
 def test_size_sessions_rate_and_refusals() -> None:

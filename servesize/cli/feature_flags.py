@@ -5,7 +5,7 @@ and as the request body field the API takes (``deployment.speculative``,
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +13,9 @@ from servesize.cli.app import refuse
 from servesize.core.memory import KVOffload
 from servesize.core.speculative import SpeculativeDecoding
 from servesize.core.traffic import FixedLength, PrefixTraffic, SessionTraffic
+
+if TYPE_CHECKING:
+    from servesize.core.sizing import SearchSpace, SizingTraffic
 
 __all__ = [
     "AcceptanceRate",
@@ -30,6 +33,8 @@ __all__ = [
     "point_body",
     "prefix_body",
     "prefix_of",
+    "report_candidates",
+    "report_traffic",
     "sessions_body",
     "sessions_of",
     "speculative_body",
@@ -181,4 +186,32 @@ def point_body(
     out |= {"input_tokens": input_tokens, "output_tokens": output_tokens}
     if prefix is not None:
         out["prefix"] = prefix_body(prefix)
+    return out
+
+
+def report_traffic(
+    traffic: SizingTraffic, input_tokens: int, output_tokens: int
+) -> dict[str, Any] | None:
+    """``traffic`` of the ``/v1/sizing`` body of a ``size`` run with sessions or a shared
+    prefix (None: the plain forecast)."""
+    if traffic.sessions is not None:
+        return {"sessions": sessions_body(traffic.sessions, 1)}
+    if traffic.prefix is None:
+        return None
+    return {
+        "rate_per_s": traffic.rate_per_s,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "prefix": prefix_body(traffic.prefix),
+    }
+
+
+def report_candidates(space: SearchSpace) -> dict[str, Any]:
+    """``candidates.speculative`` and ``candidates.kv_offload`` of a ``size`` run's grids
+    (left out when only "without" is searched)."""
+    out: dict[str, Any] = {}
+    if space.speculative != (None,):
+        out["speculative"] = [speculative_body(s) for s in space.speculative]
+    if space.kv_offload != (None,):
+        out["kv_offload"] = [kv_offload_body(o) for o in space.kv_offload]
     return out

@@ -35,6 +35,8 @@ from servesize.cli.feature_flags import (
     Turns,
     kv_offload_of,
     prefix_of,
+    report_candidates,
+    report_traffic,
     sessions_of,
     speculative_of,
 )
@@ -386,6 +388,8 @@ def size_command(
                     verify_top=verify_top,
                     headroom=headroom,
                     prices={g: p for g, p in prices.items() if quotes[g].origin == "request"},
+                    traffic=report_traffic(traffic, input_tokens, output_tokens),
+                    candidates=report_candidates(space),
                 )
                 write_report(report, "sizing", request, answer)
         if out is not None and result.plans:
