@@ -220,17 +220,26 @@ def _mean_tokens(spec: Any) -> int:
     return max(1, round(length_distribution(parsed, 2**24).mean_tokens))
 
 
+def _session_rate(traffic: dict[str, Any]) -> float:
+    """Turns per second of a stored ``traffic.sessions`` forecast."""
+    from servesize.schemas.sizing import SizingTrafficIn
+
+    return SizingTrafficIn.model_validate(traffic).request_rate_per_s
+
+
 def _benchmark_job(
     model_id: str, traffic: dict[str, Any], base_url: str, *, gpu_name: str, gpus: int
 ) -> BenchmarkJob:
+    sessions = traffic.get("sessions")
     return BenchmarkJob(
         gpu_name=gpu_name,
         gpus=gpus,
         model=model_id,
         base_url=base_url,
-        rate_per_s=float(traffic["rate_per_s"]),
-        input_tokens=_mean_tokens(traffic["input_tokens"]),
-        output_tokens=_mean_tokens(traffic["output_tokens"]),
+        rate_per_s=float(traffic.get("rate_per_s") or _session_rate(traffic)),
+        # Sessions: each turn's new tokens and output (the history is the server's cache).
+        input_tokens=_mean_tokens(sessions["new_tokens"] if sessions else traffic["input_tokens"]),
+        output_tokens=_mean_tokens((sessions or traffic)["output_tokens"]),
         duration_s=BENCHMARK_DURATION_S,
         cv=float(traffic.get("cv", 1.0)) if traffic.get("process") == "gamma" else 1.0,
         seed=int(traffic.get("seed", 0)),
@@ -468,7 +477,7 @@ def verify_plan(
         )
     plan = _plan(row, body.rank, "body")
     bench = body.benchmark or _stored_benchmark(session, plan, body)
-    index = _level(bench, body, float(row.request["traffic"]["rate_per_s"]))
+    index = _level(bench, body, float(row.response["target_rate_per_s"]))
     level = bench.levels[index]
     predicted = plan[plan["decided_by"]] or plan["tier_a"]
     notes = []

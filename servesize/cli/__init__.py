@@ -5,7 +5,8 @@ catalogue, and plan from the terminal (memory, kv, perf, simulate, size).
 ``app``        the Typer applications and the helpers the commands share
 ``admin``      ``serve``, ``db``, ``keys`` (server modules imported inside the commands)
 ``models``     ``models list|show|inspect|pull``
-``planning``   ``memory``, ``kv``, ``perf``, ``simulate`` through :mod:`servesize.core.replica`
+``planning``   ``memory``, ``kv``, ``perf`` through :mod:`servesize.core.replica`
+``simulating`` ``simulate``: one replica request by request
 ``size``       ``size``: the cheapest deployments that meet an SLO
 ``traces``     ``traces upload``: store a trace file for ``traffic.trace_id``
 ``exports``    ``--json`` / ``--csv``: the option pair, stdout kept for the data, the writers
@@ -14,12 +15,12 @@ catalogue, and plan from the terminal (memory, kv, perf, simulate, size).
 =============  ==============================================================================
 """
 
-from servesize.cli import admin, models, planning, size, traces, worker
+from servesize.cli import admin, models, planning, simulating, size, traces, worker
 from servesize.cli.app import app
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (admin, models, planning, size, traces, worker)
+_COMMANDS = (admin, models, planning, simulating, size, traces, worker)
 """The modules whose decorators register the commands on ``app``."""
 
 

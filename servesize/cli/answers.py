@@ -97,6 +97,7 @@ def simulate_request(
     input_tokens: int,
     output_tokens: int,
     seed: int,
+    extra: dict[str, dict[str, object]] | None = None,
 ) -> SimulateRequest:
     """The ``POST /v1/simulate`` body of a ``servesize simulate`` run of ``workload``: one
     replica, the deployment's fields, and the traffic (open loop, closed loop, or the
@@ -119,7 +120,7 @@ def simulate_request(
         traffic["num_requests"] = size
         if rate is not None:
             traffic["arrival"] = ArrivalIn(process="poisson", rate_per_s=rate)
-        else:
+        elif concurrency is not None:
             traffic |= {"mode": "closed_loop", "concurrency": concurrency}
     fields = (
         "engine",
@@ -130,11 +131,18 @@ def simulate_request(
         "max_num_batched_tokens",
         "capacity_scheduler_policy",
     )
+    # ``extra``: the feature flags' body fields (unset ones None, left out).
+    more = {k: {f: v for f, v in d.items() if v is not None} for k, d in (extra or {}).items()}
+    if "sessions" in more.get("traffic", {}):
+        for key in ("input_tokens", "output_tokens", "num_requests"):
+            traffic.pop(key, None)
     return SimulateRequest(
         model=model,
         hardware=gpu,
-        deployment=DeploymentIn.model_validate({f: getattr(deployment, f) for f in fields}),
-        traffic=TrafficIn.model_validate(traffic),
+        deployment=DeploymentIn.model_validate(
+            {f: getattr(deployment, f) for f in fields} | more.get("deployment", {})
+        ),
+        traffic=TrafficIn.model_validate(traffic | more.get("traffic", {})),
     )
 
 

@@ -56,9 +56,12 @@ def sizing_request(
     verify_top: int,
     headroom: float,
     prices: dict[str, float],
+    traffic: dict[str, Any] | None = None,
+    candidates: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``POST /v1/sizing`` body of a ``servesize size`` run: ``ttft_p95=1s`` becomes
-    ``{"ttft_s": {"p95": 1.0}}``."""
+    ``{"ttft_s": {"p95": 1.0}}``. ``traffic`` replaces the open-loop forecast (sessions, a
+    shared prefix); ``candidates`` adds feature grids (``speculative``, ``kv_offload``)."""
     slo: dict[str, Any] = {}
     for target in objective.targets:
         slo.setdefault(f"{target.metric}_s", {})[target.statistic] = target.limit_s
@@ -66,7 +69,8 @@ def sizing_request(
         slo["max_failure_rate"] = objective.max_failure_rate
     return {
         "model": model,
-        "traffic": {
+        "traffic": traffic
+        or {
             "rate_per_s": rate_per_s,
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
@@ -76,6 +80,7 @@ def sizing_request(
             "hardware": list(hardware),
             "engines": list(engines),
             "tensor_parallel": list(tensor_parallel),
+            **(candidates or {}),
         },
         "prices": prices,
         "headroom": headroom,

@@ -22,6 +22,24 @@ from servesize.cli.exports import (
     write_csv,
     write_json,
 )
+from servesize.cli.feature_flags import (
+    AcceptanceRate,
+    KvOffloadGib,
+    NumPrefixes,
+    SessionsPerS,
+    SharedFraction,
+    SharedPrefixTokens,
+    Speculative,
+    SpeculativeTokens,
+    ThinkTimeS,
+    Turns,
+    kv_offload_of,
+    prefix_of,
+    report_candidates,
+    report_traffic,
+    sessions_of,
+    speculative_of,
+)
 from servesize.cli.reports import ReportOption, sizing_request, write_report
 from servesize.core.traffic import FixedLength
 
@@ -171,7 +189,6 @@ def _launches(plan: Plan) -> list[tuple[str, list[str]]]:
 @app.command("size")
 def size_command(
     model: Annotated[str, typer.Option(help="Catalogue id, e.g. meta-llama/Llama-3.1-8B.")],
-    rate: Annotated[float, typer.Option(help="Target load: Poisson arrivals per second.")],
     slo: Annotated[
         str,
         typer.Option(
@@ -224,13 +241,28 @@ def size_command(
             "--rank-by", help="cost (per hour) or energy (kWh per million output tokens)."
         ),
     ] = "cost",
+    rate: Annotated[
+        float | None, typer.Option(help="Target load: Poisson arrivals per second.")
+    ] = None,
+    speculative: Speculative = None,
+    speculative_tokens: SpeculativeTokens = 3,
+    acceptance_rate: AcceptanceRate = 0.8,
+    kv_offload_gib: KvOffloadGib = None,
+    shared_prefix_tokens: SharedPrefixTokens = None,
+    shared_fraction: SharedFraction = 1.0,
+    num_prefixes: NumPrefixes = 1,
+    sessions_per_s: SessionsPerS = None,
+    turns: Turns = 4,
+    think_time_s: ThinkTimeS = 5.0,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
     report: ReportOption = None,
 ) -> None:
-    """The cheapest deployments that serve --rate within --slo, ranked, from the datasheet GPUs;
-    --json prints what POST /v1/sizing answers for the same inputs, --csv one row per plan and
-    per rejected candidate. Exits 1 when no candidate meets the SLO (after printing)."""
+    """The cheapest deployments that serve --rate (or --sessions-per-s) within --slo, ranked,
+    from the datasheet GPUs; --speculative and --kv-offload-gib are offered beside plain
+    decoding and no host tier, and chosen where they pay. --json prints what POST /v1/sizing
+    answers for the same inputs, --csv one row per plan and per rejected candidate. Exits 1
+    when no candidate meets the SLO (after printing)."""
     from servesize.calibration import tables_for_gpu
     from servesize.core.energy import power_profile
     from servesize.core.hardware import datasheet_spec
@@ -251,8 +283,13 @@ def size_command(
             objective = parse_slo(slo)
         except ValueError as exc:
             _size_usage_error(f"--slo: {exc}")
-        if not rate > 0 or rate == float("inf"):
+        if (rate is None) == (sessions_per_s is None):
+            _size_usage_error("give exactly one of --rate and --sessions-per-s")
+        if rate is not None and (not rate > 0 or rate == float("inf")):
             _size_usage_error(f"--rate must be a finite number > 0, got {rate:g}")
+        if sessions_per_s is not None and shared_prefix_tokens is not None:
+            _size_usage_error("--shared-prefix-tokens describes open-loop requests, not sessions")
+        spec = speculative_of(speculative, speculative_tokens, acceptance_rate)
         if not 0 < headroom <= 1:
             _size_usage_error(f"--headroom must be in (0, 1], got {headroom:g}")
         if rank_by not in ("cost", "energy"):
@@ -274,19 +311,38 @@ def size_command(
         measured = {h.id: t for h in hardware if (t := tables_for_gpu(h)) is not None}
         power = {h.id: p for h in hardware if (p := power_profile(h)) is not None}
         try:
+            engines = tuple(dict.fromkeys(engine or ["vllm"]))
+            sessions = sessions_of(
+                sessions_per_s,
+                turns=turns,
+                think_time_s=think_time_s,
+                new_tokens=input_tokens,
+                output_tokens=output_tokens,
+            )
+            longest = input_tokens + output_tokens
+            if sessions is not None:
+                longest *= turns
+            offloads = (kv_offload_of(kv_offload_gib, e) for e in engines)
             space = SearchSpace(
                 hardware=hardware,
-                engines=tuple(dict.fromkeys(engine or ["vllm"])),
+                engines=engines,
                 tensor_parallel=tuple(dict.fromkeys(tp or [1, 2, 4, 8])),
-                max_model_len=(default_max_model_len(input_tokens, output_tokens),),
+                max_model_len=(default_max_model_len(longest, 0),),
+                speculative=(None, spec) if spec is not None else (None,),
+                kv_offload=tuple(dict.fromkeys((None, *offloads))),
                 disaggregation=disaggregation,
                 max_gpus=max_gpus,
             )
-            traffic = SizingTraffic(
-                rate_per_s=rate,
-                input_tokens=FixedLength(input_tokens),
-                output_tokens=FixedLength(output_tokens),
-            )
+            if sessions is not None:
+                traffic = SizingTraffic.of_sessions(sessions, longest_request_tokens=longest)
+            else:
+                assert rate is not None
+                traffic = SizingTraffic(
+                    rate_per_s=rate,
+                    input_tokens=FixedLength(input_tokens),
+                    output_tokens=FixedLength(output_tokens),
+                    prefix=prefix_of(shared_prefix_tokens, shared_fraction, num_prefixes),
+                )
         except ValueError as exc:
             _size_usage_error(str(exc))
         with _screen_progress() as progress:
@@ -322,7 +378,7 @@ def size_command(
             if report is not None:
                 request = sizing_request(
                     model=model,
-                    rate_per_s=rate,
+                    rate_per_s=traffic.rate_per_s,
                     input_tokens=input_tokens,
                     output_tokens=output_tokens,
                     objective=objective,
@@ -332,6 +388,8 @@ def size_command(
                     verify_top=verify_top,
                     headroom=headroom,
                     prices={g: p for g, p in prices.items() if quotes[g].origin == "request"},
+                    traffic=report_traffic(traffic, input_tokens, output_tokens),
+                    candidates=report_candidates(space),
                 )
                 write_report(report, "sizing", request, answer)
         if out is not None and result.plans:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from servesize.core.memory import KV_CACHE_DTYPES
 from servesize.schemas.base import RequestModel, ResponseModel
@@ -14,9 +14,13 @@ from servesize.schemas.launch import LaunchCommandOut as LaunchCommandOut
 from servesize.schemas.launch import LaunchFileOut as LaunchFileOut
 from servesize.schemas.launch import LaunchOut as LaunchOut
 from servesize.schemas.manifests import ManifestsOut
+from servesize.schemas.memory import KVOffloadIn
 from servesize.schemas.models import ModelRef
+from servesize.schemas.prefix import PrefixIn
+from servesize.schemas.sessions import SessionsIn
 from servesize.schemas.simulate import LengthIn
 from servesize.schemas.slo import SloIn
+from servesize.schemas.speculative import SpeculativeIn
 from servesize.schemas.uncertainty import PredictionIntervalOut
 
 Engine = Literal["vllm", "sglang", "trtllm"]
@@ -43,10 +47,11 @@ class _In(RequestModel):
 
 
 class SizingTrafficIn(_In):
-    """The forecast: open-loop arrivals at ``rate_per_s`` (the fleet's target)."""
+    """The forecast: open-loop arrivals at ``rate_per_s`` (the fleet's target), or multi-turn
+    ``sessions``; either may share prompt heads a prefix cache computes once."""
 
-    rate_per_s: float = Field(gt=0, le=1_000_000, examples=[50.0])
-    """Mean requests per second the whole fleet must serve."""
+    rate_per_s: float | None = Field(default=None, gt=0, le=1_000_000, examples=[50.0])
+    """Mean requests per second the whole fleet must serve (give it or ``sessions``)."""
     process: Literal["poisson", "gamma", "constant"] = Field(
         default="poisson", examples=["poisson", "gamma"]
     )
@@ -61,6 +66,50 @@ class SizingTrafficIn(_In):
     """Client timeout; a request still unfinished by then counts as failed. Null: none."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1, examples=[0])
     """Seed of the verification simulations (same seed, same answer)."""
+    prefix: PrefixIn | None = Field(
+        default=None, examples=[{"shared_prefix_tokens": 2048, "shared_fraction": 0.9}]
+    )
+    """Shared prompt heads (a system prompt, or a measured ``cache_hit_rate``): plans whose
+    engine caches prefixes prefill only the uncached suffix, in the screen and the
+    simulations. Null: nothing shared."""
+    sessions: SessionsIn | None = Field(
+        default=None, examples=[{"sessions_per_s": 2.0, "turns": 4, "think_time_s": 5.0}]
+    )
+    """Multi-turn sessions instead of ``rate_per_s`` and the lengths: screened on their
+    per-request means (``docs/modeling.md`` §3.16) with the history as cached prefix,
+    verified by simulating the sessions (``num_sessions`` is ignored: the run draws as many
+    as it needs)."""
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> SizingTrafficIn:
+        if (self.rate_per_s is None) == (self.sessions is None):
+            raise ValueError("give exactly one of rate_per_s and sessions")
+        if self.sessions is not None:
+            # Compared with the defaults, not the fields set: a dumped body validates again.
+            clash = ("input_tokens", "output_tokens", "process", "cv", "prefix")
+            fields = type(self).model_fields
+            given = [f for f in clash if getattr(self, f) != fields[f].default]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} describe open-loop requests; sessions carry their "
+                    "own lengths, arrivals and history"
+                )
+        return self
+
+    @property
+    def request_rate_per_s(self) -> float:
+        """``rate_per_s``, or the sessions' turns per second ``λ_sess · E[T]``."""
+        if self.rate_per_s is not None:
+            return self.rate_per_s
+        assert self.sessions is not None
+        turns = self.sessions.turns
+        if isinstance(turns, int):
+            mean = float(turns)
+        elif turns.kind == "uniform":
+            mean = (turns.low_turns + turns.high_turns) / 2
+        else:
+            mean = turns.mean_turns
+        return self.sessions.sessions_per_s * mean
 
 
 class CandidatesIn(_In):
@@ -111,8 +160,25 @@ class CandidatesIn(_In):
     below the longest request (prompt + output) rejects its candidates as
     ``context-too-short``. Default: the smallest power of two that holds the longest
     request."""
+    speculative: list[SpeculativeIn | None] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4,
+        examples=[
+            [None, {"method": "eagle3", "num_speculative_tokens": 3, "acceptance_rate": 0.8}]
+        ],
+    )
+    """Speculative decoding configurations to try, ``null`` in the list for plain decoding;
+    each multiplies the aggregated candidates, and a draft is chosen only where its plan is
+    cheaper (it stops paying above its break-even batch). Default: plain decoding only."""
+    kv_offload: list[KVOffloadIn | None] | None = Field(
+        default=None, min_length=1, max_length=4, examples=[[None, {"size_gib": 64}]]
+    )
+    """Host KV tiers to try (vLLM ``size_gib``, SGLang ``hicache_ratio``/``hicache_size_gb``),
+    ``null`` for none; a tier pays only for traffic with shared prefixes or sessions whose
+    blocks the GPU evicts. Default: none."""
     disaggregation: bool = Field(default=False, examples=[True])
-    """Also consider prefill/decode disaggregation."""
+    """Also consider prefill/decode disaggregation (pairs without speculation or offload)."""
     max_gpus: int | None = Field(default=None, ge=1, le=100_000, examples=[16])
     """Most GPUs a plan may use in total (all replicas, both pools). Null: no limit."""
 
@@ -180,6 +246,25 @@ class KnobsOut(ResponseModel):
     max_model_len: int
 
 
+class PlanSpeculativeOut(ResponseModel):
+    """The speculative decoding a plan runs."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance_per_position: list[float]
+    expected_tokens_per_step: float
+    """``E = 1 + Σ_i Π_{j≤i} α_j``: ``(1 − α^{k+1})/(1 − α)`` for one ``α``."""
+
+
+class PlanKVOffloadOut(ResponseModel):
+    """The host KV tier a plan runs (as ``candidates.kv_offload`` gave it)."""
+
+    size_gib: float | None = None
+    backend: str | None = None
+    hicache_ratio: float | None = None
+    hicache_size_gb: int | None = None
+
+
 class PriceSourceOut(ResponseModel):
     """Where a plan's price per GPU-hour came from."""
 
@@ -204,6 +289,10 @@ class PlanOut(ResponseModel):
     total_gpus: int
     parallelism: dict[str, int | bool]
     knobs: KnobsOut
+    speculative: PlanSpeculativeOut | None = None
+    """Speculative decoding, when the search chose it for this plan (null: plain decoding)."""
+    kv_offload: PlanKVOffloadOut | None = None
+    """The host KV tier, when the search chose one (null: none)."""
     engine_args: EngineArgsOut
     decode_engine_args: EngineArgsOut | None
     """Disaggregated plans: the decode pool's command (``engine_args`` is the prefill pool's)."""

@@ -24,7 +24,9 @@ from servesize.schemas.sizing import (
     LaunchCommandOut,
     LaunchFileOut,
     LaunchOut,
+    PlanKVOffloadOut,
     PlanOut,
+    PlanSpeculativeOut,
     PredictedOut,
     PriceSourceOut,
     RejectedOut,
@@ -116,6 +118,17 @@ def plan_out(rank: int, plan: Plan, model: str) -> PlanOut:
             kv_cache_dtype=res.kv_cache.name,
             max_model_len=res.max_model_len,
         ),
+        speculative=None
+        if c.speculative is None
+        else PlanSpeculativeOut(
+            method=c.speculative.method,
+            num_speculative_tokens=c.speculative.k,
+            acceptance_per_position=list(c.speculative.acceptance),
+            expected_tokens_per_step=c.speculative.expected_tokens,
+        ),
+        kv_offload=None
+        if c.kv_offload is None
+        else PlanKVOffloadOut.model_validate(c.kv_offload, from_attributes=True),
         engine_args=_engine_args(plan.launch, "prefill" if disagg else "") or EngineArgsOut(),
         decode_engine_args=_engine_args(plan.launch, "decode") if disagg else None,
         launch=launch_out(plan.launch) if plan.launch is not None else None,

@@ -26,8 +26,8 @@ from servesize.api.models_resolver import ResolvedModel
 from servesize.api.plan_views import check_plans_write, manifests_for, store_plan
 from servesize.api.render.sizing import infeasible_problem, response_out
 from servesize.api.render.uncertainty import sizing_bands
-from servesize.api.simulation_runner import length_distribution, min_tokens
 from servesize.api.sizing_cache import SizingCache, SizingCacheDep, sizing_key
+from servesize.api.sizing_traffic import default_length, feature_grids, sizing_traffic
 from servesize.core.energy import PowerProfile
 from servesize.core.hardware import HardwareSpec
 from servesize.core.sizing import (
@@ -35,10 +35,7 @@ from servesize.core.sizing import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     SearchSpace,
     SizingTooLargeError,
-    SizingTraffic,
-    default_max_model_len,
     size,
-    upper_tokens,
     zero_load_infeasibility,
 )
 from servesize.core.steptime import MeasuredProfile
@@ -50,7 +47,6 @@ from servesize.schemas.sizing import (
     CandidatesIn,
     SizingRequest,
     SizingResponse,
-    SizingTrafficIn,
 )
 
 router = APIRouter(prefix="/v1", tags=["sizing"], dependencies=[ReadAccess])
@@ -249,6 +245,7 @@ def _grid(values: list[Any] | None, default: tuple[Any, ...]) -> tuple[Any, ...]
 
 def _space(cand: CandidatesIn, specs: list[HardwareSpec], lengths: list[int]) -> SearchSpace:
     """The candidate grid; a value the core refuses points at its candidate field."""
+    speculative, kv_offload = feature_grids(cand)
     try:
         return SearchSpace(
             hardware=tuple(specs),
@@ -264,6 +261,8 @@ def _space(cand: CandidatesIn, specs: list[HardwareSpec], lengths: list[int]) ->
             gpu_memory_utilization=_grid(cand.gpu_memory_utilization, (None,)),
             kv_cache_dtype=_grid(cand.kv_cache_dtype, DEFAULT_KV_CACHE_DTYPES),
             max_model_len=_grid(lengths, ()),
+            speculative=speculative,
+            kv_offload=kv_offload,
             disaggregation=cand.disaggregation,
             max_gpus=cand.max_gpus,
         )
@@ -273,32 +272,11 @@ def _space(cand: CandidatesIn, specs: list[HardwareSpec], lengths: list[int]) ->
         raise _invalid(str(exc), f"/candidates/{name}" if known else "/candidates") from None
 
 
-def _sizing_traffic(traffic: SizingTrafficIn, clip: int) -> SizingTraffic:
-    """The forecast, its lengths clipped so that a prompt and an output fit in ``clip``."""
-    return SizingTraffic(
-        rate_per_s=traffic.rate_per_s,
-        input_tokens=length_distribution(
-            traffic.input_tokens, clip - min_tokens(traffic.output_tokens)
-        ),
-        output_tokens=length_distribution(
-            traffic.output_tokens, clip - min_tokens(traffic.input_tokens)
-        ),
-        process=traffic.process,
-        cv=traffic.cv,
-        timeout_s=traffic.timeout_s if traffic.timeout_s is not None else math.inf,
-        seed=traffic.seed,
-        longest_request_tokens=upper_tokens(traffic.input_tokens)
-        + upper_tokens(traffic.output_tokens),
-    )
-
-
 def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> SizingResponse:
     """Run the core sizing search; its refusals as problems."""
     cand, traffic = body.candidates, body.traffic
     _check_knobs(cand, model.architecture.max_position_embeddings)
-    lengths = cand.max_model_len or [
-        default_max_model_len(traffic.input_tokens, traffic.output_tokens)
-    ]
+    lengths = cand.max_model_len or [default_length(traffic)]
     objective = body.slo.to_core()
     space = _space(cand, hardware.specs, lengths)
     try:
@@ -306,7 +284,7 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
             model.architecture,
             model_name=model.id,
             space=space,
-            traffic=_sizing_traffic(traffic, max(lengths)),
+            traffic=sizing_traffic(traffic, max(lengths)),
             objective=objective,
             prices=hardware.prices,
             measured=hardware.measured,

@@ -176,7 +176,7 @@ def _row(
         "hardware": body.hardware[h],
         "engine": body.engines[e],
         "traffic": t,
-        "rate_per_s": body.traffic[t].rate_per_s,
+        "rate_per_s": body.traffic[t].request_rate_per_s,
         "slo": s,
     }
     sizing = outcome.get("sizing")

@@ -23,6 +23,7 @@ from servesize.core.sizing.engine_args import unsupported_kv, unsupported_layout
 from servesize.core.sizing.inputs import SizingInputs
 from servesize.core.sizing.result import Rejection
 from servesize.core.sizing.space import Candidate
+from servesize.core.speculative import DraftPlan, sglang_speculative_args, with_draft
 from servesize.core.steptime.model import PCIE_LINK_BYTES_PER_S
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "assumes_pcie",
     "compile_candidate",
     "deployment_of",
+    "drafted",
     "kv_link",
     "kv_link_notes",
     "plan_candidate",
@@ -41,7 +43,8 @@ measurement."""
 
 
 def deployment_of(c: Candidate) -> Deployment:
-    """The deployment one replica of ``c`` runs (each pool's replica for P/D)."""
+    """The deployment one replica of ``c`` runs (each pool's replica for P/D), without a
+    speculative draft's memory (:func:`drafted`)."""
     return Deployment(
         tensor_parallel_size=c.tensor_parallel_size,
         pipeline_parallel_size=c.pipeline_parallel_size,
@@ -53,7 +56,19 @@ def deployment_of(c: Candidate) -> Deployment:
         max_num_seqs=c.max_num_seqs,
         max_num_batched_tokens=c.max_num_batched_tokens,
         engine=c.engine,
+        kv_offload=c.kv_offload,
     )
+
+
+def drafted(inputs: SizingInputs, c: Candidate) -> tuple[Deployment, DraftPlan | None]:
+    """:func:`deployment_of` with the draft's weights and KV layers when ``c`` speculates
+    (:func:`~servesize.core.speculative.with_draft`, as ``compile_replica`` adds them), and the
+    sized draft. Raises :class:`~servesize.core.memory.InvalidDeploymentError` for a draft the
+    engines refuse."""
+    deployment = deployment_of(c)
+    if c.speculative is None:
+        return deployment, None
+    return with_draft(deployment, inputs.arch, c.speculative)
 
 
 def plan_candidate(inputs: SizingInputs, c: Candidate, *, is_moe: bool) -> MemoryPlan | Rejection:
@@ -75,8 +90,16 @@ def plan_candidate(inputs: SizingInputs, c: Candidate, *, is_moe: bool) -> Memor
             reason="invalid-deployment",
             detail="expert parallelism needs an MoE model",
         )
+    spec = c.speculative
+    if spec is not None and c.engine == "sglang" and sglang_speculative_args(spec) is None:
+        return Rejection(
+            candidate=c,
+            reason="engine-unsupported",
+            detail=f"SGLang has no {spec.method} speculative algorithm",
+        )
     try:
-        memory = plan_memory(inputs.arch, inputs.hardware[c.hardware_id], deployment_of(c))
+        deployment, _ = drafted(inputs, c)
+        memory = plan_memory(inputs.arch, inputs.hardware[c.hardware_id], deployment)
     except InvalidDeploymentError as exc:
         detail = "; ".join(f"{i.field}: {i.problem}" for i in exc.issues) or str(exc)
         return Rejection(candidate=c, reason="invalid-deployment", detail=detail)
@@ -147,6 +170,7 @@ def compile_candidate(
     Raises :class:`~servesize.core.errors.UnsupportedDeploymentError` when the layout cannot
     run on the hardware; any other error is a bug and propagates."""
     hardware = inputs.hardware[c.hardware_id]
+    draft = drafted(inputs, c)[1] if c.speculative is not None else None
     return replica_from_plan(
         inputs.arch,
         hardware,
@@ -155,4 +179,5 @@ def compile_candidate(
         calibrated=inputs.calibrated,
         kv_link=kv_link(hardware) if c.kind == "disaggregated" else None,
         step_models=step_models,
+        draft=draft,
     )

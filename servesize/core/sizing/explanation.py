@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 from servesize.core.sizing.result import Plan, Rejection, SizingResult
+from servesize.core.sizing.space import Candidate
 
-__all__ = ["explain"]
+__all__ = ["explain", "feature_lines"]
 
 _REASONS = {
     "over-gpu-limit": "would need more GPUs than allowed",
@@ -22,6 +23,10 @@ _REASONS = {
     "infeasible-at-zero-load": "miss the SLO even with no load at all",
     "verification-failed": "failed their simulation at the target load",
 }
+
+
+_FEATURE_NOTES = ("prefix cache:", "speculative decoding:")
+"""How the Tier A notes of :func:`~.features.feature_notes` begin."""
 
 
 def _money(value: float) -> str:
@@ -37,8 +42,9 @@ def _plan_line(plan: Plan) -> str:
             how += f" ({plan.verification})"
     else:
         how = "screened analytically"
-        if plan.notes:
-            how += f" ({plan.notes[-1]})"
+        said = [n for n in plan.notes if not n.startswith(_FEATURE_NOTES)]
+        if said:
+            how += f" ({said[-1]})"
     return (
         f"{plan.candidate.label} × {plan.replicas} replicas ({plan.total_gpus} GPUs, {price}), "
         f"{how}; binding constraint {plan.binding}, {plan.utilization:.0%} of its capacity at "
@@ -84,6 +90,51 @@ def _closest_miss(rejected: tuple[Rejection, ...] | list[Rejection]) -> Rejectio
     return min(misses, key=lambda r: r.miss or 0.0) if misses else None
 
 
+_FEATURES = (("spec=", "speculative decoding"), ("offload=", "KV offload"))
+
+
+def _uses(c: Candidate, prefix: str) -> bool:
+    return any(word.startswith(prefix) for word in c.features)
+
+
+def _note(plan: Plan, name: str) -> str:
+    """The plan's own account of the feature (its Tier A note), if any."""
+    key = "speculative decoding:" if name == "speculative decoding" else "prefix cache:"
+    return next((n for n in plan.notes if n.startswith(key)), "")
+
+
+def _feature_line(result: SizingResult, prefix: str, name: str) -> str | None:
+    """Why the feature was or was not chosen: the best plan with it against the best without,
+    or what every candidate with (or without) it ran into."""
+    offered = [p.candidate for p in result.plans] + [r.candidate for r in result.rejected]
+    if not any(_uses(c, prefix) for c in offered):
+        return None
+    best = result.plans[0] if result.plans else None
+    chosen = best is not None and _uses(best.candidate, prefix)
+    rival = next((p for p in result.plans if _uses(p.candidate, prefix) != chosen), None)
+    verb = "chosen" if chosen else "not chosen"
+    head = f"{name} {verb}"
+    if best is None:
+        return None
+    if rival is None:
+        side = "without" if chosen else "with"
+        losers = [r for r in result.rejected if _uses(r.candidate, prefix) != chosen]
+        why = f"; {losers[0].candidate.brief()}: {losers[0].detail}" if losers else ""
+        text = f"{head}: no candidate {side} it is a plan ({_rejections(losers)}{why})"
+    else:
+        winner, loser = (best, rival)
+        text = f"{head}: {_versus(winner, loser)}"
+    own = _note(best if chosen else (rival or best), name)
+    return f"{text}{'; ' + own if own else ''}"
+
+
+def feature_lines(result: SizingResult) -> list[str]:
+    """For each serving feature the search offered, why the best plan does or does not use
+    it."""
+    lines = (_feature_line(result, prefix, name) for prefix, name in _FEATURES)
+    return [line for line in lines if line]
+
+
 def explain(result: SizingResult) -> str:
     """One paragraph: the winner and its margin over the runner-up, the rejections by reason,
     or, without any plan, what every candidate ran into and the nearest miss."""
@@ -96,6 +147,8 @@ def explain(result: SizingResult) -> str:
             text += " The best alternatives: " + "; ".join(alternatives) + "."
         if rejected:
             text += f" Of the other candidates, {_rejections(rejected)}."
+        for line in feature_lines(result):
+            text += f" {line[0].upper()}{line[1:]}."
         return text
     if not rejected:
         return "No candidate configuration was enumerated: widen the candidate sets."

@@ -22,7 +22,10 @@ from servesize.core.traffic import (
     LengthDistribution,
     LogNormalLength,
     NormalLength,
+    PrefixTraffic,
+    SessionTraffic,
     UniformLength,
+    session_means,
 )
 
 __all__ = ["DEFAULT_HEADROOM", "SizingInputs", "SizingTraffic"]
@@ -44,10 +47,42 @@ class SizingTraffic:
     longest_request_tokens: int | None = None
     """Prompt + output tokens of the longest request a plan's ``max_model_len`` must hold;
     ``None``: the largest prompt plus the largest output the distributions draw."""
+    prefix: PrefixTraffic | None = None
+    """Prompt heads the requests share (docs/modeling.md §3.14): a prefix cache skips their
+    prefill in both tiers."""
+    sessions: SessionTraffic | None = None
+    """Multi-turn sessions (§3.16) this forecast stands for (:meth:`of_sessions`): Tier A
+    screens their per-request means, verification simulates the sessions themselves."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
             raise ValueError(f"rate_per_s must be > 0, got {self.rate_per_s}")
+
+    @classmethod
+    def of_sessions(
+        cls,
+        sessions: SessionTraffic,
+        *,
+        timeout_s: float = math.inf,
+        seed: int = 0,
+        longest_request_tokens: int | None = None,
+    ) -> SizingTraffic:
+        """The forecast of ``sessions``: requests at ``λ_sess·E[T]``, prompts of the mean ISL
+        ``(ū E[T(T+1)] + ō E[T(T−1)]) / (2 E[T])`` with the history share as a measured hit
+        rate, outputs as the sessions' (:func:`~servesize.core.traffic.session_means`)."""
+        means = session_means(sessions)
+        return cls(
+            rate_per_s=means.requests_per_s,
+            input_tokens=FixedLength(max(round(means.input_tokens), 1)),
+            output_tokens=sessions.output_tokens,
+            timeout_s=timeout_s,
+            seed=seed,
+            longest_request_tokens=longest_request_tokens,
+            prefix=PrefixTraffic(cache_hit_rate=min(means.history_share, 1.0))
+            if means.history_tokens > 0
+            else None,
+            sessions=sessions,
+        )
 
     @property
     def longest_tokens(self) -> int | None:

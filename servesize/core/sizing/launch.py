@@ -357,10 +357,12 @@ def launch_plan(
     gpus_per_node: int | None,
     disaggregated: bool = False,
     speculative: SpeculativeDecoding | None = None,
+    credits_prefix: bool = False,
 ) -> LaunchPlan:
     """The commands of the plan's engine for one replica (each pool's replica for P/D), with
     the plan's speculation when it has one (:func:`~.engine_args.unsupported_speculative`
-    says which engine cannot run it; here that is a ``ValueError``)."""
+    says which engine cannot run it; here that is a ``ValueError``). ``credits_prefix``: the
+    plan was sized on the traffic's prefix hits, and its notes say so."""
     res = memory.deployment
     node = gpus_per_node or (
         res.tensor_parallel_size * res.pipeline_parallel_size * res.data_parallel_size
@@ -376,6 +378,13 @@ def launch_plan(
     else:
         commands, notes, places = _vllm_plan(model, memory, node, disaggregated, speculative)
     notes += _knob_notes(res, speculative)
+    if credits_prefix:
+        notes = [
+            n.replace(
+                "the plan credits no prefix hits", "the plan credits the traffic's prefix hits"
+            )
+            for n in notes
+        ]
     flag = {"sglang": "--context-length", "trtllm": "max_seq_len"}.get(
         res.engine, "--max-model-len"
     )
@@ -391,3 +400,4 @@ def launch_plan(
         placeholders=tuple(dict(places).items()),
         notes=tuple(notes),
     )
+

@@ -1,5 +1,6 @@
 """Ranking plans: by ``cost_per_hour = replicas × GPUs per replica × price`` (unpriced plans
-last), ties to fewer GPUs, then to more spare capacity (lower utilization). Plans sized with
+last), ties to fewer GPUs, then to more spare capacity (lower utilization), then to fewer
+serving features (a draft or a host tier that buys nothing is not chosen). Plans sized with
 ``rank_by="energy"`` rank by energy per million output tokens first (plans without an energy
 figure last), then as above."""
 
@@ -12,9 +13,9 @@ from servesize.core.sizing.result import Plan
 __all__ = ["rank_key", "ranked", "unpriced_warning"]
 
 
-def rank_key(plan: Plan) -> tuple[bool, float, bool, float, int, float]:
+def rank_key(plan: Plan) -> tuple[bool, float, bool, float, int, float, int]:
     """Sort key: (by energy: no energy figure last, then kWh per million output tokens), then
-    unpriced last, cost per hour, total GPUs, utilization."""
+    unpriced last, cost per hour, total GPUs, utilization, features used."""
     cost = plan.cost_per_hour
     energy = plan.energy.energy_per_million_output_tokens_kwh if plan.energy else None
     by_energy = plan.rank_by == "energy"
@@ -25,6 +26,7 @@ def rank_key(plan: Plan) -> tuple[bool, float, bool, float, int, float]:
         cost if cost is not None else 0.0,
         plan.total_gpus,
         plan.utilization,
+        len(plan.candidate.features),
     )
 
 

@@ -147,6 +147,9 @@ def _with_launch(inputs: SizingInputs, model_name: str, plan: Plan, *, is_moe: b
         is_moe=is_moe,
         gpus_per_node=link.gpus_per_node if link is not None else None,
         disaggregated=plan.candidate.kind == "disaggregated",
+        speculative=plan.candidate.speculative,
+        credits_prefix=inputs.traffic.prefix is not None
+        and plan.memory.deployment.enable_prefix_caching,
     )
     return replace(plan, launch=launch)
 

@@ -1,6 +1,9 @@
 """The candidate deployments of a sizing search: hardware × engine × parallelism × engine knobs.
 
-Every combination of the allowed sets is a :class:`Candidate`; with ``disaggregation`` each
+Every combination of the allowed sets is a :class:`Candidate`; the serving features offered
+(``speculative``: draft configurations, ``kv_offload``: host KV tiers, each with ``None`` for
+"without") multiply the aggregated candidates, so a plan with a feature and one without are
+screened, verified and ranked alike (docs/modeling.md §3.11). With ``disaggregation`` each
 parallel layout also appears once as a prefill/decode pair (both pools on the same GPU type and
 layout, with the engine's default knobs). The default knob grids are small on purpose (the
 search screens every candidate): the token budget at Sarathi's latency-friendly 2048 and vLLM's
@@ -16,6 +19,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from servesize.core.hardware import HardwareSpec
+from servesize.core.memory import KVOffload
+from servesize.core.speculative import SpeculativeDecoding
 
 __all__ = [
     "DEFAULT_KV_CACHE_DTYPES",
@@ -47,6 +52,10 @@ class SearchSpace:
     gpu_memory_utilization: tuple[float | None, ...] = (None,)
     kv_cache_dtype: tuple[str, ...] = DEFAULT_KV_CACHE_DTYPES
     max_model_len: tuple[int | None, ...] = (None,)
+    speculative: tuple[SpeculativeDecoding | None, ...] = (None,)
+    """Speculative decoding configurations to try (``None``: without)."""
+    kv_offload: tuple[KVOffload | None, ...] = (None,)
+    """Host KV tiers to try (``None``: without)."""
     disaggregation: bool = False
     max_gpus: int | None = None
     """Most GPUs a plan may use in total (all replicas, both pools)."""
@@ -65,6 +74,8 @@ class SearchSpace:
             "gpu_memory_utilization",
             "kv_cache_dtype",
             "max_model_len",
+            "speculative",
+            "kv_offload",
         ):
             if not getattr(self, name):
                 raise ValueError(f"{name}: the allowed set is empty")
@@ -101,6 +112,8 @@ class SearchSpace:
                 "gpu_memory_utilization",
                 "kv_cache_dtype",
                 "max_model_len",
+                "speculative",
+                "kv_offload",
             )
         )
         return layouts * knobs + (layouts if self.disaggregation else 0)
@@ -122,6 +135,29 @@ class Candidate:
     gpu_memory_utilization: float | None
     kv_cache_dtype: str
     max_model_len: int | None
+    speculative: SpeculativeDecoding | None = None
+    """The draft this candidate speculates with (None: plain decoding)."""
+    kv_offload: KVOffload | None = None
+    """Its host KV tier (None: none)."""
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The serving features it uses, as label words: ``spec=eagle3/k3/E2.95``,
+        ``offload=64GiB`` (SGLang: ``offload=ratio2`` or ``offload=100GB``)."""
+        out: list[str] = []
+        s = self.speculative
+        if s is not None:
+            out.append(f"spec={s.method}/k{s.k}/E{s.expected_tokens:.3g}")
+        o = self.kv_offload
+        if o is not None:
+            if o.size_gib is not None:
+                size = f"{o.size_gib:g}GiB"
+            elif o.hicache_size_gb is not None:
+                size = f"{o.hicache_size_gb}GB"
+            else:
+                size = f"ratio{o.hicache_ratio if o.hicache_ratio is not None else 'default'}"
+            out.append(f"offload={size}")
+        return tuple(out)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -149,6 +185,7 @@ class Candidate:
             knobs.append(("len", self.max_model_len))
         parts.extend(f"{name}={value}" for name, value in knobs if value is not None)
         parts.append(f"kv={self.kv_cache_dtype}")
+        parts.extend(self.features)
         if self.kind == "disaggregated":
             parts.append("P/D")
         return parts
@@ -178,7 +215,13 @@ _Knobs = tuple[int | None, int | None, float | None, str, int | None]
 """max_num_seqs, max_num_batched_tokens, gpu_memory_utilization, kv_cache_dtype, max_model_len."""
 
 
-def _candidate(kind: CandidateKind, layout: _Layout, knob: _Knobs) -> Candidate:
+_Features = tuple[SpeculativeDecoding | None, KVOffload | None]
+"""Speculative decoding, KV offload."""
+
+
+def _candidate(
+    kind: CandidateKind, layout: _Layout, knob: _Knobs, feature: _Features = (None, None)
+) -> Candidate:
     hw, engine, tp, pp, dp, ep = layout
     seqs, budget, mem, kv, length = knob
     return Candidate(
@@ -194,13 +237,16 @@ def _candidate(kind: CandidateKind, layout: _Layout, knob: _Knobs) -> Candidate:
         gpu_memory_utilization=mem,
         kv_cache_dtype=kv,
         max_model_len=length,
+        speculative=feature[0],
+        kv_offload=feature[1],
     )
 
 
 def enumerate_candidates(space: SearchSpace) -> Iterator[Candidate]:
     """Every combination, aggregated first; disaggregated pairs (one per hardware, engine and
     parallel layout, with the last value of each knob grid: the largest token budget and the
-    most compact KV cache of the defaults) when ``space.disaggregation``."""
+    most compact KV cache of the defaults, without speculation or offload) when
+    ``space.disaggregation``."""
     layouts = list(
         itertools.product(
             space.hardware,
@@ -220,8 +266,9 @@ def enumerate_candidates(space: SearchSpace) -> Iterator[Candidate]:
             space.max_model_len,
         )
     )
-    for layout, knob in itertools.product(layouts, knobs):
-        yield _candidate("aggregated", layout, knob)
+    features = list(itertools.product(space.speculative, space.kv_offload))
+    for layout, knob, feature in itertools.product(layouts, knobs, features):
+        yield _candidate("aggregated", layout, knob, feature)
     if space.disaggregation:
         # One disaggregated pair per layout, with the last knob setting.
         for layout in layouts:

@@ -19,6 +19,7 @@ import numpy as np
 
 from servesize.core.replica import Replica
 from servesize.core.sizing.build import kv_link_notes
+from servesize.core.sizing.features import FeatureEffects, feature_curve, feature_notes
 from servesize.core.sizing.inputs import SizingInputs
 from servesize.core.sizing.result import Plan, Predicted, Rejection
 from servesize.core.sizing.screen import (
@@ -78,6 +79,8 @@ class Screened:
     replica: Replica
     curve: OpenLoopCurve
     decode: DecodeCurve | None = None
+    features: FeatureEffects | None = None
+    """What prefix hits, host loads and speculation did to the curve (None: nothing)."""
 
 
 def _describe_misses(misses: tuple[Miss, ...]) -> str:
@@ -141,19 +144,15 @@ def screen_aggregated(
 ) -> tuple[Plan, Screened] | Rejection:
     """Screen an aggregated candidate: ``λ*`` on its Tier A curve, then the replicas the target
     needs; rejected when it misses a target even idle or needs more GPUs than allowed."""
-    memory, model = replica.memory, replica.step_model
-    curve = open_loop_curve(
-        model,
-        input_tokens=inputs.input_tokens,
-        output_tokens=inputs.output_tokens,
-        kv_capacity_tokens=replica.kv_capacity_tokens,
-    )
+    memory = replica.memory
+    curve, effects = feature_curve(inputs, replica)
     screen = screen_curve(curve, targets)
     if screen.max_rate_per_s <= 0:
+        said = feature_notes(effects, curve, float(curve.rate_per_s[0]))
         return Rejection(
             candidate=c,
             reason="infeasible-at-zero-load",
-            detail=_describe_misses(screen.misses),
+            detail="; ".join((_describe_misses(screen.misses), *said)),
             miss=max(m.relative_miss for m in screen.misses) if screen.misses else None,
             zero_load=screen.zero_load,
         )
@@ -167,9 +166,11 @@ def screen_aggregated(
                 f"needs {replicas} replicas × {c.gpus_per_replica} GPUs = {total} GPUs "
                 f"(λ* = {screen.max_rate_per_s:.3g}/s per replica, limited by {screen.binding}) "
                 f"> max_gpus {inputs.max_gpus}"
+                + "".join(f"; {n}" for n in feature_notes(effects, curve, screen.max_rate_per_s))
             ),
         )
     per_replica = inputs.target_rate_per_s / replicas
+    notes = feature_notes(effects, curve, per_replica)
     plan = Plan(
         candidate=c,
         memory=memory,
@@ -184,8 +185,9 @@ def screen_aggregated(
         kv_transfer_s=None,
         price_per_gpu_hour=inputs.prices.get(c.hardware_id),
         target_output_tokens_per_s=inputs.target_rate_per_s * inputs.output_tokens,
+        notes=notes,
     )
-    return plan, Screened(replica=replica, curve=curve)
+    return plan, Screened(replica=replica, curve=curve, features=effects)
 
 
 def _decode_curve(

@@ -40,7 +40,13 @@ from servesize.core.sizing.rank import rank_key
 from servesize.core.sizing.result import Plan, Predicted, Rejection, VerificationMode
 from servesize.core.sizing.tier_a import Screened, residence_s
 from servesize.core.slo.evaluate import SloEvaluation, evaluate_result
-from servesize.core.traffic import ArrivalProcess, open_loop_workload
+from servesize.core.traffic import (
+    ArrivalProcess,
+    Workload,
+    open_loop_workload,
+    session_workload,
+    with_prefixes,
+)
 
 __all__ = [
     "CHUNKED_PREFILL_NOTE",
@@ -244,21 +250,7 @@ def _simulate(
     Raises :class:`~servesize.core.replica.RequestTooLongError` when a drawn request exceeds
     the plan's ``max_model_len`` (only possible for unbounded length distributions)."""
     replica = ctx.screened[plan.candidate.label].replica
-    traffic = ctx.sizing.traffic
-    process, cv = _thinned_arrivals(traffic.process, traffic.cv, run.kept_fraction)
-    workload = open_loop_workload(
-        num_requests=run.num_requests,
-        rate_per_s=run.rate_per_s,
-        input_tokens=traffic.input_tokens,
-        output_tokens=traffic.output_tokens,
-        rng=np.random.default_rng([traffic.seed, replication])
-        if replication
-        else np.random.default_rng(traffic.seed),
-        process=process,
-        cv=cv,
-        timeout_s=traffic.timeout_s,
-        warmup_requests=run.warmup_requests,
-    )
+    workload = _workload(ctx, run, replication)
     chunked = bool(
         whole_prompt_overflow(
             replica.scheduler.policy,
@@ -286,6 +278,43 @@ def _simulate(
     )
     summary, evaluation = evaluate_result(simulated.result, ctx.sizing.objective)
     return simulated.result, summary, evaluation, chunked
+
+
+def _workload(ctx: VerifyInputs, run: _Run, replication: int) -> Workload:
+    """The requests of ``run``: open-loop arrivals with the traffic's shared prefixes, or the
+    forecast's sessions themselves (started at the kept share of their rate, as many as give
+    the run's requests at ``E[T]`` turns each; the turns' history is each session's prefix)."""
+    traffic = ctx.sizing.traffic
+    rng = (
+        np.random.default_rng([traffic.seed, replication])
+        if replication
+        else np.random.default_rng(traffic.seed)
+    )
+    sessions = traffic.sessions
+    if sessions is not None:
+        thinned = replace(
+            sessions, sessions_per_s=sessions.sessions_per_s * run.rate_per_s / traffic.rate_per_s
+        )
+        return session_workload(
+            thinned,
+            num_sessions=max(math.ceil(run.num_requests / sessions.turns.mean_tokens), 1),
+            rng=rng,
+            timeout_s=traffic.timeout_s,
+            warmup_requests=run.warmup_requests,
+        )
+    process, cv = _thinned_arrivals(traffic.process, traffic.cv, run.kept_fraction)
+    workload = open_loop_workload(
+        num_requests=run.num_requests,
+        rate_per_s=run.rate_per_s,
+        input_tokens=traffic.input_tokens,
+        output_tokens=traffic.output_tokens,
+        rng=rng,
+        process=process,
+        cv=cv,
+        timeout_s=traffic.timeout_s,
+        warmup_requests=run.warmup_requests,
+    )
+    return with_prefixes(workload, traffic.prefix)
 
 
 MIN_REPLICATIONS = 3
