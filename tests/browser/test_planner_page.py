@@ -116,16 +116,21 @@ def test_the_page_plans_and_draws_every_figure(
     assert len(latency["rows"]) >= 2
     rates = [row[0] for row in latency["rows"]]
     assert rates == sorted(rates)
+    capacity = browser.execute_script("return window.__responses.capacity")
     for chart in ("ttft", "tpot"):
-        columns = [latency["columns"].index(f"{chart}_{s}_s") for s in ("p50", "p95", "p99")]
-        drawn = sum(row[i] is not None for row in latency["rows"] for i in columns)
-        # p50, p95 and p99 where the run had a value, the SLO line's two ends, the max rate's.
-        assert _points(browser, chart) == drawn + 4, chart
+        fields = [f"{chart}_{s}_s" for s in ("p50", "p95", "p99")]
+        drawn = sum(p[f] is not None for p in capacity["curve"] for f in fields)
+        # Every point with a value has its 80 % interval (Llama-3.1-8B: the band of all rows).
+        banded = sum(p[f"{f}_interval"] is not None for p in capacity["curve"] for f in fields)
+        assert banded == drawn > 0, chart
+        # p50, p95 and p99, each interval's two edges, the SLO line's two ends, the max rate's.
+        assert _points(browser, chart) == 3 * drawn + 4, chart
 
     simulation = _table(browser, "simulation")
     assert simulation["columns"][0] == "time_s"
     assert len(simulation["rows"]) > 10
-    assert _points(browser, "sim") == 3 * len(simulation["rows"])
+    assert simulation["columns"][-1] == "preemptions"
+    assert _points(browser, "sim") == 4 * len(simulation["rows"])
     assert browser.find_elements(By.CSS_SELECTOR, "#simulate-percentiles tr")
     simulated = browser.execute_script("return window.__responses.simulate")
     for chart, metric in (("ttft-hist", "ttft_s"), ("itl-hist", "itl_s")):
