@@ -136,6 +136,10 @@ def test_a_job_answers_what_the_synchronous_endpoint_answers(
         full, rest = divmod(result["simulated_requests"] - 15 * short, 60)
         assert rest == 0
         assert done["progress"] == {"done": full + short, "total": full + short, "eta_s": None}
+    elif kind == "sizing":
+        # One unit per candidate screened and per plan verified (verify_top = 1), all done.
+        units = done["result"]["candidates_evaluated"] + 1
+        assert done["progress"] == {"done": units, "total": units, "eta_s": None}
     else:
         assert done["progress"] is None
 

@@ -53,8 +53,9 @@ def compute(
 
     ``report(done, total)``: a capacity search reports each simulation against the most it may
     run (:func:`~servesize.api.routes.slo.search_runs`) and, when it ends, ``(runs, runs)``;
-    a sweep its combinations done; sizing and simulation report nothing (progress stays
-    null)."""
+    a sweep its combinations done; a sizing its candidates screened and plans verified out of
+    candidates + ``verify_top``, then ``(total, total)``; a simulation reports nothing
+    (progress stays null)."""
     if kind == "sweep":
         assert isinstance(inputs, SweepInputs)
         return run_sweep(request, inputs, report)
@@ -62,7 +63,7 @@ def compute(
         model, hardware = inputs
         assert isinstance(model, ResolvedModel)
         assert isinstance(hardware, _Hardware)
-        answer: Any = _size(SizingRequest.model_validate(request), model, hardware)
+        answer: Any = _size(SizingRequest.model_validate(request), model, hardware, report)
     elif kind == "simulate":
         assert isinstance(inputs, ReplicaInputs)
         answer = _simulate(SimulateRequest.model_validate(request), inputs)
