@@ -39,7 +39,14 @@ from servesize.db.models import ApiKey, Job
 from servesize.db.repository import JobRepository
 from servesize.db.types import utc_now
 from servesize.schemas.base import Page
-from servesize.schemas.jobs import JobIn, JobOut, JobState, JobSummary, ProgressOut
+from servesize.schemas.jobs import (
+    JobIn,
+    JobOut,
+    JobState,
+    JobSummary,
+    ProgressOut,
+    SizingJobIn,
+)
 
 __all__ = ["ReaderKey", "job_out", "router"]
 
@@ -139,9 +146,10 @@ def job_out(row: Job) -> JobOut:
     )
 
 
-def _fingerprint(kind: str, request: dict[str, Any]) -> str:
+def _fingerprint(kind: str, request: dict[str, Any], *, manifests: bool = False) -> str:
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{kind}\n{canonical}".encode()).hexdigest()
+    options = "manifests\n" if manifests else ""
+    return hashlib.sha256(f"{kind}\n{options}{canonical}".encode()).hexdigest()
 
 
 def _check_idempotency_key(value: str | None) -> str | None:
@@ -234,7 +242,8 @@ def submit_job(
     executor = _executor(request)
     ikey = _check_idempotency_key(idempotency_key)
     inner = body.request.model_dump(mode="json")
-    sha = _fingerprint(body.kind, inner)
+    manifests = isinstance(body, SizingJobIn) and body.manifests
+    sha = _fingerprint(body.kind, inner, manifests=manifests)
     factory = request.app.state.sessionmaker
     if ikey is not None:
         with transaction(factory) as session:
@@ -244,7 +253,7 @@ def submit_job(
             response.headers["Idempotent-Replayed"] = "true"
             return job_out(earlier)
     try:
-        inputs = prepare(body.kind, body.request, lookups)
+        inputs = prepare(body.kind, body.request, lookups, manifests=manifests)
     except (ApiError, PlanningError, ReplicaError) as exc:
         raise _RequestProblemError(problem_of(exc)) from None
     row = _queued_row(key, body.kind, inner, sha, ikey)

@@ -187,7 +187,7 @@
       const submitted = await fetch("/v1/jobs", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "application/json", ...auth },
-        body: JSON.stringify({ kind, request: body }),
+        body: JSON.stringify({ kind, request: body, ...(kind === "sizing" ? { manifests: true } : {}) }),
       });
       let answer = await submitted.json();
       if (!submitted.ok) return jobProblem(kind, answer);
