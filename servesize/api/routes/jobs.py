@@ -206,6 +206,13 @@ def _insert_or_replay(
     return None
 
 
+def _replay(response: Response, earlier: Job) -> JobOut:
+    """The job stored earlier under the same Idempotency-Key, marked as replayed."""
+    response.headers["Location"] = f"/v1/jobs/{earlier.id}"
+    response.headers["Idempotent-Replayed"] = "true"
+    return job_out(earlier)
+
+
 def _load(repo: JobRepository, job_id: str, key: ApiKey) -> Job:
     row = repo.get(job_id)
     if row is None:
@@ -249,9 +256,7 @@ def submit_job(
         with transaction(factory) as session:
             earlier = _replayed(JobRepository(session), key, ikey, sha)
         if earlier is not None:
-            response.headers["Location"] = f"/v1/jobs/{earlier.id}"
-            response.headers["Idempotent-Replayed"] = "true"
-            return job_out(earlier)
+            return _replay(response, earlier)
     try:
         inputs = prepare(body.kind, body.request, lookups, manifests=manifests)
     except (ApiError, PlanningError, ReplicaError) as exc:
@@ -260,9 +265,7 @@ def submit_job(
     row.owner_process, row.lease_expires_at = executor.process_id, executor.lease_deadline()
     earlier = _insert_or_replay(factory, row, key, sha)
     if earlier is not None:  # another process stored the same Idempotency-Key first
-        response.headers["Location"] = f"/v1/jobs/{earlier.id}"
-        response.headers["Idempotent-Replayed"] = "true"
-        return job_out(earlier)
+        return _replay(response, earlier)
     executor.submit(row.id, body.kind, inner, inputs)
     response.headers["Location"] = f"/v1/jobs/{row.id}"
     return job_out(row)
