@@ -196,7 +196,10 @@
         if (job.cancelled) {
           const cancelled = await fetch(`/v1/jobs/${job.id}`, { method: "DELETE", headers: auth });
           answer = await cancelled.json();
-          if (!cancelled.ok && answer.state !== "succeeded") return jobProblem(kind, answer);
+          if (!cancelled.ok) {
+            if (answer.state !== "succeeded") return jobProblem(kind, answer);
+            answer = await (await fetch(`/v1/jobs/${job.id}`, { headers: auth })).json(); // finished first: draw it
+          }
           continue;
         }
         const p = answer.progress;
