@@ -10,7 +10,6 @@
   const pending = {}; // kind -> AbortController
   window.__charts = {};
   window.__responses = {};
-  window.__jobs = {}; // kind -> {id, progress: [every progress the page showed]}
 
   const COLORS = {
     weights: "#1f77b4",
@@ -123,8 +122,7 @@
     if (pending[kind]) pending[kind].abort();
     const section = document.getElementById(`s-${kind}`);
     section.hidden = false;
-    const key = apiKey();
-    if (key && JOB_KINDS.has(kind)) return runJob(kind, body, key);
+    if (jobs && jobs.wanted(kind)) return jobs.run(kind, body);
     const controller = new AbortController();
     pending[kind] = controller;
     const cancel = el("button", { type: "button", class: "cancel", text: "Cancel" });
@@ -157,94 +155,23 @@
     }
   }
 
-  /* The API key for jobs: in this tab's sessionStorage, never in the URL. */
-  const KEY_STORE = "servesize.jobs_api_key";
-  const JOB_KINDS = new Set(["capacity", "simulate", "sizing"]);
-  const JOB_POLL_MS = 300;
-
-  function apiKey() {
-    const field = document.getElementById("f-api_key");
-    return field ? field.value.trim() : "";
-  }
-
-  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-  /* One run as a background job (POST /v1/jobs): progress polled from GET /v1/jobs/{id},
-   * Cancel sends DELETE /v1/jobs/{id}, which stops the work on the server. */
-  async function runJob(kind, body, key) {
-    const auth = { Authorization: `Bearer ${key}` };
-    const job = { id: null, cancelled: false };
-    pending[kind] = { abort: () => { job.cancelled = true; } };
-    const mine = pending[kind];
-    const section = document.getElementById(`s-${kind}`);
-    const cancel = el("button", { type: "button", class: "cancel", text: "Cancel" });
-    cancel.addEventListener("click", () => mine.abort());
-    const bar = el("progress", { "data-kind": kind });
-    const text = el("span", { class: "job-progress", text: "submitting…" });
-    status(kind, el("span", { class: "spinner job", "data-kind": kind }, el("i"), " ", bar, " ", text, " ", cancel));
-    const seen = (window.__jobs[kind] = { id: null, progress: [] });
-    try {
-      const submitted = await fetch("/v1/jobs", {
-        method: "POST",
-        headers: { "Content-Type": "application/json", Accept: "application/json", ...auth },
-        body: JSON.stringify({ kind, request: body, ...(kind === "sizing" ? { manifests: true } : {}) }),
-      });
-      let answer = await submitted.json();
-      if (!submitted.ok) return jobProblem(kind, answer);
-      job.id = seen.id = section.dataset.job = answer.id;
-      while (!["succeeded", "failed", "cancelled"].includes(answer.state)) {
-        if (job.cancelled) {
-          const cancelled = await fetch(`/v1/jobs/${job.id}`, { method: "DELETE", headers: auth });
-          answer = await cancelled.json();
-          if (!cancelled.ok) {
-            if (answer.state !== "succeeded") return jobProblem(kind, answer);
-            answer = await (await fetch(`/v1/jobs/${job.id}`, { headers: auth })).json(); // finished first: draw it
-          }
-          continue;
-        }
-        const p = answer.progress;
-        if (p) {
-          seen.progress.push(p);
-          bar.max = p.total || 1;
-          bar.value = p.done;
-          bar.dataset.done = String(p.done);
-          const eta = p.eta_s === null || p.eta_s === undefined ? "" : `, about ${Math.ceil(p.eta_s)} s left`;
-          text.textContent = `${answer.state}: ${p.done} of ${p.total ?? "?"} done${eta}`;
-        } else {
-          text.textContent = `${answer.state}…`;
-        }
-        await sleep(JOB_POLL_MS);
-        if (job.cancelled) continue;
-        const polled = await fetch(`/v1/jobs/${job.id}`, { headers: auth });
-        answer = await polled.json();
-        if (!polled.ok) return jobProblem(kind, answer);
-      }
-      if (answer.state === "cancelled") return status(kind, el("p", { class: "problem", text: "cancelled" }));
-      if (answer.state === "failed") return jobProblem(kind, answer.error || {});
-      status(kind, reportLink(kind, body));
-      window.__responses[kind] = answer.result;
-      RENDER[kind](answer.result, body);
-      ran.add(kind);
-      updateUrl();
-    } catch (error) {
-      status(kind, el("p", { class: "problem", text: `failed: ${error.message}` }));
-    } finally {
-      if (pending[kind] === mine) delete pending[kind];
-    }
-  }
-
-  /* A job's problem: the inner request's pointers (under /request) shown at their fields; a
-   * refused key at the key field. */
-  function jobProblem(kind, problem) {
-    status(kind, el("p", { class: "problem", text: `${problem.status} ${problem.title}: ${problem.detail}` }));
-    if (problem.status === 401 || problem.status === 403) {
-      document.querySelector('[data-error-for="api_key"]').textContent = problem.detail;
-      document.getElementById("f-api_key").classList.add("invalid");
-      return;
-    }
-    const errors = (problem.errors || []).map((e) => ({ ...e, pointer: String(e.pointer || "").replace(/^\/request/, "") }));
-    showProblem({ ...problem, errors });
-  }
+  /* Background jobs with progress and cancel when the form holds a key (plannerjobs.js; absent
+   * from an offline report). */
+  const jobs = window.PlannerJobs
+    ? window.PlannerJobs.create({
+        el,
+        status,
+        showProblem,
+        pending,
+        finish(kind, result, body) {
+          status(kind, reportLink(kind, body));
+          window.__responses[kind] = result;
+          RENDER[kind](result, body);
+          ran.add(kind);
+          updateUrl();
+        },
+      })
+    : null;
 
   const PATHS = { memory: "/v1/memory", capacity: "/v1/slo/capacity", simulate: "/v1/simulate", sizing: "/v1/sizing" };
 
@@ -639,12 +566,7 @@
       if (kind) run(kind);
     });
     form.addEventListener("change", updateUrl);
-    const keyField = document.getElementById("f-api_key");
-    keyField.value = sessionStorage.getItem(KEY_STORE) || "";
-    keyField.addEventListener("input", () => {
-      if (keyField.value.trim()) sessionStorage.setItem(KEY_STORE, keyField.value.trim());
-      else sessionStorage.removeItem(KEY_STORE);
-    });
+    if (jobs) jobs.keepKey(document.getElementById("f-api_key"));
     document.body.dataset.ready = "true";
     for (const kind of runs) if (RENDER[kind] || kind === "compare") await run(kind);
   }
