@@ -62,6 +62,7 @@ def _time_series(result: SimulationResult) -> TimeSeriesOut:
         running_batch=[int(v) for v in series.num_running],
         kv_blocks_used=[int(v) for v in series.kv_blocks_used],
         kv_utilization=[float(v) / total_blocks for v in series.kv_blocks_used],
+        preemptions=[int(v) for v in series.preemptions],
     )
 
 

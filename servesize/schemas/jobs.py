@@ -28,6 +28,11 @@ SYNC_PATHS: dict[str, str] = {
 class SizingJobIn(RequestModel):
     kind: Literal["sizing"]
     request: SizingRequest = Field(description="A ``POST /v1/sizing`` body.")
+    manifests: bool = Field(
+        default=False,
+        description="Also return each ranked plan's manifests (as ``POST /v1/sizing"
+        "?manifests=true``).",
+    )
 
 
 class CapacityJobIn(RequestModel):

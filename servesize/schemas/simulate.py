@@ -296,6 +296,10 @@ class TimeSeriesOut(ResponseModel):
     kv_blocks_used: list[int]
     kv_utilization: list[float]
     """``kv_blocks_used`` over the fleet's KV blocks."""
+    preemptions: list[int]
+    """Requests preempted (vLLM recompute, SGLang retraction) since the previous sample (at
+    the first: up to it), timed at the step whose scheduling evicted them; they sum to every
+    preemption of the run, warm-up included."""
 
 
 class SchedulerConfigOut(ResponseModel):

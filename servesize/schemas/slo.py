@@ -326,6 +326,19 @@ class CurvePointOut(_Out):
     feasible: bool
     stable: bool
     binding_constraint: str
+    ttft_p50_s_interval: PredictionIntervalOut | None = None
+    """Prediction interval of ``ttft_p50_s``; each percentile takes the band of mean TTFT
+    (docs/modeling.md §5.7: the residuals are of means, percentiles were not held out)."""
+    ttft_p95_s_interval: PredictionIntervalOut | None = None
+    ttft_p99_s_interval: PredictionIntervalOut | None = None
+    tpot_p50_s_interval: PredictionIntervalOut | None = None
+    """Prediction interval of ``tpot_p50_s`` (the band of mean TPOT, as for TTFT)."""
+    tpot_p95_s_interval: PredictionIntervalOut | None = None
+    tpot_p99_s_interval: PredictionIntervalOut | None = None
+    throughput_requests_per_s_interval: PredictionIntervalOut | None = None
+    """Closed loop only: throughput ``C / E2E`` takes the E2E band inverted. Null for an open
+    loop, whose stable throughput is the offered rate (its uncertainty is where it stops
+    being stable: ``max_rate_per_s_interval``)."""
 
 
 class SloCapacityResponse(_Out):

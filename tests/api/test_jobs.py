@@ -115,7 +115,11 @@ def test_a_job_answers_what_the_synchronous_endpoint_answers(
     jobs_client: TestClient, create_key: Callable[..., str], kind: str, body: dict[str, Any]
 ) -> None:
     key = create_key(Scope.JOBS_WRITE)
-    accepted = submit(jobs_client, key, kind, body)
+    # A sizing job with manifests answers as POST /v1/sizing?manifests=true.
+    options = {"manifests": True} if kind == "sizing" else {}
+    accepted = jobs_client.post(
+        "/v1/jobs", json={"kind": kind, "request": body, **options}, headers=bearer(key)
+    )
     assert accepted.status_code == 202, accepted.text
     job_id = accepted.json()["id"]
     assert accepted.headers["location"] == f"/v1/jobs/{job_id}"
@@ -125,9 +129,12 @@ def test_a_job_answers_what_the_synchronous_endpoint_answers(
     assert done["state"] == "succeeded", done["error"]
     assert done["kind"] == kind
     assert done["created_at"] <= done["started_at"] <= done["finished_at"]
-    sync = jobs_client.post(SYNC[kind], json=body)
+    sync = jobs_client.post(SYNC[kind], json=body, params=options)
     assert sync.status_code == 200, sync.text
     assert _without_elapsed(done["result"]) == _without_elapsed(sync.json())
+    if kind == "sizing":
+        ranks = [p["rank"] for p in done["result"]["plans"]]
+        assert [m["rank"] for m in done["result"]["manifests"]] == ranks
     if kind == "capacity":
         # Every simulation of the search counted once: full runs simulate 60 requests,
         # screening runs 60 // 4 = 15, so full = (simulated - 15 * short) / 60.
@@ -136,6 +143,10 @@ def test_a_job_answers_what_the_synchronous_endpoint_answers(
         full, rest = divmod(result["simulated_requests"] - 15 * short, 60)
         assert rest == 0
         assert done["progress"] == {"done": full + short, "total": full + short, "eta_s": None}
+    elif kind == "sizing":
+        # One unit per candidate screened and per plan verified (verify_top = 1), all done.
+        units = done["result"]["candidates_evaluated"] + 1
+        assert done["progress"] == {"done": units, "total": units, "eta_s": None}
     else:
         assert done["progress"] is None
 

@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from servesize.api.uncertainty import INTERVALS_JSON
+from servesize.api.render.uncertainty import _curve_point
+from servesize.api.uncertainty import INTERVALS_JSON, uncertainty
+from servesize.catalog import ModelCatalog
+from servesize.schemas.slo import CurvePointOut
+from servesize.settings import Settings
 
 MODEL = "meta-llama/Llama-3.1-8B"
 IN_DOMAIN = {"engine": "vllm", "engine_version": "0.12.0"}
@@ -157,6 +161,52 @@ def test_capacity_max_rate_carries_a_band(client: TestClient) -> None:
     assert band["low"] == pytest.approx(rate / hi)
     assert band["high"] == pytest.approx(rate / lo)
     assert not [w for w in body["warnings"] if NOT_VALIDATED in w]
+    # Every curve point: each TTFT / TPOT percentile times the mean's band (Llama-3.1-8B has
+    # no held-out rows: the group of every row); an open loop's throughput has none.
+    assert body["curve"]
+    for point in body["curve"]:
+        for metric in ("ttft", "tpot"):
+            lo, hi = _band("*/*", f"{metric}_s")
+            for q in ("p50", "p95", "p99"):
+                value, band = point[f"{metric}_{q}_s"], point[f"{metric}_{q}_s_interval"]
+                if value is None:
+                    assert band is None
+                    continue
+                assert band["low"] == pytest.approx(value * lo)
+                assert band["high"] == pytest.approx(value * hi)
+                assert band["coverage"] == 0.8
+        assert point["throughput_requests_per_s_interval"] is None
+
+
+def test_a_closed_loop_curve_point_bands_its_throughput_as_c_over_e2e() -> None:
+    # A closed-loop point of 32 clients at 4 requests/s: the throughput band is the E2E band
+    # inverted, [4 / hi, 4 / lo]; TPOT p95 0.02 s takes [0.02 lo, 0.02 hi] of mean TPOT.
+    point = CurvePointOut(
+        rate_per_s=None,
+        concurrency=32,
+        ttft_p50_s=None,
+        ttft_p95_s=None,
+        tpot_p50_s=None,
+        tpot_p95_s=0.02,
+        goodput_requests_per_s=None,
+        throughput_requests_per_s=4.0,
+        feasible=True,
+        stable=True,
+        binding_constraint="tpot_s.p95",
+    )
+    architecture = ModelCatalog(Settings().models_dir).architecture(MODEL)
+    u = uncertainty("vllm", MODEL, architecture)
+    closed = _curve_point(u, point, closed=True)
+    lo, hi = _band("*/*", "e2e_s")
+    band = closed.throughput_requests_per_s_interval
+    assert band is not None
+    assert [band.low, band.high] == pytest.approx([4.0 / hi, 4.0 / lo])
+    lo, hi = _band("*/*", "tpot_s")
+    band = closed.tpot_p95_s_interval
+    assert band is not None
+    assert [band.low, band.high] == pytest.approx([0.02 * lo, 0.02 * hi])
+    assert closed.ttft_p95_s_interval is None  # no value, no band
+    assert _curve_point(u, point, closed=False).throughput_requests_per_s_interval is None
 
 
 def test_sizing_plans_carry_a_max_rate_band_and_warn_off_the_h100(client: TestClient) -> None:

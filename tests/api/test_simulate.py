@@ -67,6 +67,7 @@ def test_open_loop_run_accounts_for_every_measured_request(client: TestClient) -
     series = body["time_series"]
     assert 2 <= len(series["time_s"]) <= 200
     assert len(series["queue_length"]) == len(series["kv_utilization"]) == len(series["time_s"])
+    assert series["preemptions"] == [0] * len(series["time_s"])  # none in the whole run
     assert max(series["kv_utilization"]) <= body["peak_kv_utilization"] + 1e-12
     assert body["engine_config"]["max_num_batched_tokens"] == 8192
     assert not any("closed loop" in w for w in body["warnings"])

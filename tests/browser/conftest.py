@@ -50,11 +50,21 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The app under uvicorn on 127.0.0.1, over a freshly migrated SQLite file."""
+def live_database(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A freshly migrated SQLite file (its URL) for the live server."""
     url = f"sqlite:///{tmp_path_factory.mktemp('server') / 'page.db'}"
     migrate.upgrade(url)
-    app = create_app(Settings(database_url=url, rate_limit_per_minute=0, log_level="WARNING"))
+    return url
+
+
+@pytest.fixture(scope="module")
+def live_server(live_database: str) -> Iterator[str]:
+    """The app under uvicorn on 127.0.0.1 over ``live_database``, one job worker."""
+    app = create_app(
+        Settings(
+            database_url=live_database, rate_limit_per_minute=0, log_level="WARNING", job_workers=1
+        )
+    )
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)

@@ -56,7 +56,7 @@ test("latency curve sorted by load; closed loop plots concurrency", () => {
   assert.equal(table.columns[0], "concurrency");
   assert.deepEqual(table.rows.map((r) => r[0]), [8, 32, 64]);
   // p99 and throughput columns absent from the answer read as null.
-  assert.deepEqual(table.rows[1], [32, 0.5, 1, 0.05, 0.1, true, null, null, null, null]);
+  assert.deepEqual(table.rows[1], [32, 0.5, 1, 0.05, 0.1, true, null, null, null, null, ...Array(14).fill(null)]);
   assert.equal(table.max, 48);
   assert.equal(table.band, null);
 });
@@ -71,8 +71,30 @@ test("latency curve carries p99, throughput and goodput, and the max rate's inte
       goodput_requests_per_s: 4.8, feasible: true,
     }],
   });
-  assert.deepEqual(table.rows, [[5, 0.1, 0.2, 0.01, 0.02, true, 0.3, 0.03, 4.9, 4.8]]);
+  assert.deepEqual(table.rows[0].slice(0, 10), [5, 0.1, 0.2, 0.01, 0.02, true, 0.3, 0.03, 4.9, 4.8]);
+  assert.deepEqual(table.rows[0].slice(10), Array(14).fill(null)); // no per-point intervals
   assert.deepEqual(table.band, [6.0, 9.0]);
+});
+
+test("every curve point's prediction intervals become low/high columns", () => {
+  // TTFT p95 0.2 s with the band [0.16, 0.3]; a closed loop's throughput 4 with [3.5, 4.4].
+  const table = L.latencyTable({
+    mode: "closed_loop", max_concurrency: 32, max_rate_per_s: null,
+    curve: [{
+      rate_per_s: null, concurrency: 16, ttft_p50_s: 0.1, ttft_p95_s: 0.2, tpot_p50_s: 0.01,
+      tpot_p95_s: 0.02, throughput_requests_per_s: 4, goodput_requests_per_s: 4, feasible: true,
+      ttft_p95_s_interval: { low: 0.16, high: 0.3, coverage: 0.8, basis: "*/*" },
+      throughput_requests_per_s_interval: { low: 3.5, high: 4.4, coverage: 0.8, basis: "*/*" },
+    }],
+  });
+  const at = (c) => table.rows[0][table.columns.indexOf(c)];
+  assert.equal(at("ttft_p95_s_low"), 0.16);
+  assert.equal(at("ttft_p95_s_high"), 0.3);
+  assert.equal(at("throughput_requests_per_s_low"), 3.5);
+  assert.equal(at("throughput_requests_per_s_high"), 4.4);
+  assert.equal(at("ttft_p50_s_low"), null);
+  assert.equal(at("tpot_p99_s_high"), null);
+  assert.equal(table.columns.length, 10 + 14);
 });
 
 test("histogram bins: one row per bin, edges from the answer", () => {
@@ -115,12 +137,18 @@ test("launch commands as one script, ranked plans in order", () => {
   assert.ok(script.indexOf("# plan 1, server") < script.indexOf("# plan 2, prefill"));
 });
 
-test("simulation time series becomes one row per sample", () => {
+test("simulation time series becomes one row per sample, preemptions per interval", () => {
   const table = L.simulationTable({
-    time_series: { time_s: [0, 1], queue_length: [0, 3], running_batch: [1, 4], kv_utilization: [0.1, 0.5] },
+    time_series: {
+      time_s: [0, 1, 2], queue_length: [0, 3, 1], running_batch: [1, 4, 2],
+      kv_utilization: [0.1, 0.5, 0.9], preemptions: [0, 0, 2],
+    },
   });
-  assert.deepEqual(table.columns, ["time_s", "queue_length", "running_batch", "kv_utilization"]);
-  assert.deepEqual(table.rows, [[0, 0, 1, 0.1], [1, 3, 4, 0.5]]);
+  assert.deepEqual(table.columns, ["time_s", "queue_length", "running_batch", "kv_utilization", "preemptions"]);
+  assert.deepEqual(table.rows, [[0, 0, 1, 0.1, 0], [1, 3, 4, 0.5, 0], [2, 1, 2, 0.9, 2]]);
+  // An answer from before the preemption series: the four other columns only.
+  const old = L.simulationTable({ time_series: { time_s: [0], queue_length: [1], running_batch: [2], kv_utilization: [0.5] } });
+  assert.deepEqual(old.columns, ["time_s", "queue_length", "running_batch", "kv_utilization"]);
 });
 
 function plan(rank, gpus, latency, source = "simulation") {

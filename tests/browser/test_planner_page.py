@@ -17,6 +17,10 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from servesize.db.connection import create_db_engine, make_sessionmaker, transaction
+from servesize.db.repository import ApiKeyRepository
+from servesize.security import Scope
+
 # Optional: where to also save the full-page screenshot (docs/planner.png is made this way).
 SCREENSHOT_DIR = os.environ.get("PLANNER_SCREENSHOT_DIR")
 MODELS = Path(__file__).resolve().parents[2] / "servesize" / "data" / "models"
@@ -116,16 +120,21 @@ def test_the_page_plans_and_draws_every_figure(
     assert len(latency["rows"]) >= 2
     rates = [row[0] for row in latency["rows"]]
     assert rates == sorted(rates)
+    capacity = browser.execute_script("return window.__responses.capacity")
     for chart in ("ttft", "tpot"):
-        columns = [latency["columns"].index(f"{chart}_{s}_s") for s in ("p50", "p95", "p99")]
-        drawn = sum(row[i] is not None for row in latency["rows"] for i in columns)
-        # p50, p95 and p99 where the run had a value, the SLO line's two ends, the max rate's.
-        assert _points(browser, chart) == drawn + 4, chart
+        fields = [f"{chart}_{s}_s" for s in ("p50", "p95", "p99")]
+        drawn = sum(p[f] is not None for p in capacity["curve"] for f in fields)
+        # Every point with a value has its 80 % interval (Llama-3.1-8B: the band of all rows).
+        banded = sum(p[f"{f}_interval"] is not None for p in capacity["curve"] for f in fields)
+        assert banded == drawn > 0, chart
+        # p50, p95 and p99, each interval's two edges, the SLO line's two ends, the max rate's.
+        assert _points(browser, chart) == 3 * drawn + 4, chart
 
     simulation = _table(browser, "simulation")
     assert simulation["columns"][0] == "time_s"
     assert len(simulation["rows"]) > 10
-    assert _points(browser, "sim") == 3 * len(simulation["rows"])
+    assert simulation["columns"][-1] == "preemptions"
+    assert _points(browser, "sim") == 4 * len(simulation["rows"])
     assert browser.find_elements(By.CSS_SELECTOR, "#simulate-percentiles tr")
     simulated = browser.execute_script("return window.__responses.simulate")
     for chart, metric in (("ttft-hist", "ttft_s"), ("itl-hist", "itl_s")):
@@ -272,6 +281,54 @@ def test_a_running_sizing_can_be_cancelled(browser: WebDriver, live_server: str)
     _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '[data-status="sizing"]').text)
     assert browser.find_element(By.CSS_SELECTOR, '[data-status="sizing"]').text == "cancelled"
     assert browser.execute_script("return window.__charts.plans") is None
+
+
+def test_a_sizing_runs_as_a_job_with_progress_and_is_cancelled(
+    browser: WebDriver, live_server: str, live_database: str
+) -> None:
+    """With a jobs:write key in the page the sizing is a background job: its progress shows,
+    Cancel stops it on the server (the job reads ``cancelled`` through the API), and the key
+    stays in the tab's sessionStorage, out of the URL."""
+    token = _create_key(live_database, Scope.JOBS_WRITE)
+    _open(browser, live_server + "/")
+    browser.execute_script("sessionStorage.clear()")
+    browser.find_element(By.ID, "f-api_key").send_keys(token)
+    # 3 GPUs x 2 TP sizes, 3 plans verified by simulation: long enough to watch and cancel.
+    _fill(browser, {"sizing_hardware": "h100-sxm,a100-sxm-80gb,l40s", "sizing_tp": "1,2"})
+    browser.find_element(By.ID, "run-sizing").click()
+    done = _wait(
+        browser,
+        lambda d: d.execute_script(
+            "const b = document.querySelector('progress[data-kind=sizing]');"
+            "return b && Number(b.dataset.done) > 0 ? [Number(b.dataset.done), b.max] : null"
+        ),
+    )
+    assert 0 < done[0] <= done[1]
+    job_id = browser.execute_script("return window.__jobs.sizing.id")
+    assert job_id.startswith("job_")
+    browser.find_element(By.CSS_SELECTOR, '[data-status="sizing"] button.cancel').click()
+    _wait(browser, lambda d: d.execute_script("return !document.querySelector('.spinner')"))
+    assert browser.find_element(By.CSS_SELECTOR, '[data-status="sizing"]').text == "cancelled"
+    job = httpx.get(
+        f"{live_server}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {token}"}, timeout=60
+    ).json()
+    assert job["state"] == "cancelled"
+    assert job["result"] is None
+    assert token not in browser.current_url
+    assert (
+        browser.execute_script("return sessionStorage.getItem('servesize.jobs_api_key')") == token
+    )
+    browser.execute_script("sessionStorage.clear()")  # later tests run without a key
+
+
+def _create_key(database_url: str, scope: Scope) -> str:
+    engine = create_db_engine(database_url)
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            _, new = ApiKeyRepository(session).create(name="page", scopes=[scope])
+            return new.token
+    finally:
+        engine.dispose()
 
 
 def _log(driver: WebDriver, kind: str) -> list[dict[str, Any]]:

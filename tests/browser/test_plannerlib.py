@@ -37,7 +37,7 @@ def test_plannerlib_under_node_test() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "# fail 0" in result.stdout
-    assert "# pass 13" in result.stdout
+    assert "# pass 14" in result.stdout
 
 
 @pytest.mark.parametrize(

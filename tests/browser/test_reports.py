@@ -123,7 +123,8 @@ def test_the_cli_writes_simulation_and_sizing_reports_that_draw_offline(
     assert simulation["columns"][0] == "time_s"
     assert simulation["rows"]
     drawn = browser.find_element(By.ID, "chart-sim").get_attribute("data-points")
-    assert drawn == str(3 * len(simulation["rows"]))  # queue, batch, KV use over time
+    assert simulation["columns"][-1] == "preemptions"
+    assert drawn == str(4 * len(simulation["rows"]))  # queue, batch, KV use, preemptions
     browser.save_screenshot(str(tmp_path / "cli-simulate-report.png"))
 
     sizing_file = tmp_path / "cli-sizing.html"

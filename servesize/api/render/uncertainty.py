@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from servesize.api.resolved import ResolvedReplica
 from servesize.api.simulation_runner import length_distribution
-from servesize.api.uncertainty import uncertainty
+from servesize.api.uncertainty import Uncertainty, uncertainty
 from servesize.core.architecture import Architecture
 from servesize.schemas.performance import PerformanceResponse, WorkloadPoint
 from servesize.schemas.simulate import LatencyOut, SimulateRequest, SimulateResponse, TrafficIn
 from servesize.schemas.sizing import PlanOut, SizingResponse
-from servesize.schemas.slo import SloCapacityResponse
+from servesize.schemas.slo import CurvePointOut, SloCapacityResponse
+from servesize.schemas.uncertainty import PredictionIntervalOut
 
 __all__ = ["capacity_bands", "performance_bands", "simulate_bands", "sizing_bands"]
 
@@ -94,9 +95,28 @@ def simulate_bands(
     )
 
 
+_CURVE_LATENCIES = tuple(
+    (f"{metric}_{q}_s", f"{metric}_s") for metric in ("ttft", "tpot") for q in ("p50", "p95", "p99")
+)
+"""Curve fields with a band, and the latency whose residuals give it."""
+
+
+def _curve_point(u: Uncertainty, point: CurvePointOut, *, closed: bool) -> CurvePointOut:
+    """One curve point with a band on each latency percentile (the mean's multiplicative band,
+    docs/modeling.md §5.7) and, in a closed loop, on its throughput (``C / E2E``)."""
+    update: dict[str, PredictionIntervalOut | None] = {
+        f"{field}_interval": u.latency(metric, getattr(point, field))
+        for field, metric in _CURVE_LATENCIES
+    }
+    if closed:
+        update["throughput_requests_per_s_interval"] = u.rate(point.throughput_requests_per_s)
+    return point.model_copy(update=update)
+
+
 def capacity_bands(built: ResolvedReplica, response: SloCapacityResponse) -> SloCapacityResponse:
-    """``/v1/slo/capacity``: the open loop's max rate."""
+    """``/v1/slo/capacity``: the open loop's max rate and every curve point."""
     u = uncertainty(response.engine, built.model.id, built.model.architecture)
+    closed = response.mode == "closed_loop"
     concurrency = response.max_concurrency
     warnings = u.warnings(
         gpu=built.hardware.name,
@@ -106,6 +126,7 @@ def capacity_bands(built: ResolvedReplica, response: SloCapacityResponse) -> Slo
     return response.model_copy(
         update={
             "max_rate_per_s_interval": u.rate(response.max_rate_per_s),
+            "curve": [_curve_point(u, p, closed=closed) for p in response.curve],
             "warnings": [*response.warnings, *warnings],
         }
     )

@@ -16,7 +16,13 @@ from servesize.api.lookups import LookupCache
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.replica_resolver import ReplicaInputs, request_inputs
 from servesize.api.routes.simulate import _simulate, check_replicas
-from servesize.api.routes.sizing import _check_prices, _Hardware, _hardware, _size
+from servesize.api.routes.sizing import (
+    _check_prices,
+    _Hardware,
+    _hardware,
+    _size,
+    _with_manifests,
+)
 from servesize.api.routes.slo import _capacity, search_runs
 from servesize.api.routes.sweep_tasks import SweepInputs, prepare_sweep, run_sweep
 from servesize.schemas.base import RequestModel
@@ -28,12 +34,13 @@ from servesize.schemas.sweep import SweepRequest
 __all__ = ["compute", "prepare"]
 
 
-def prepare(kind: str, body: RequestModel, lookups: LookupCache) -> Any:
-    """The resolved inputs of a job (picklable), after the route's own pre-checks."""
+def prepare(kind: str, body: RequestModel, lookups: LookupCache, *, manifests: bool = False) -> Any:
+    """The resolved inputs of a job (picklable), after the route's own pre-checks; a sizing's
+    carry whether its answer is to hold the plans' manifests."""
     if kind == "sizing":
         assert isinstance(body, SizingRequest)
         _check_prices(body.prices)
-        return (lookups.model(body.model), _hardware(body, lookups))
+        return (lookups.model(body.model), _hardware(body, lookups), manifests)
     if kind == "simulate":
         assert isinstance(body, SimulateRequest)
         check_replicas(body)
@@ -53,16 +60,20 @@ def compute(
 
     ``report(done, total)``: a capacity search reports each simulation against the most it may
     run (:func:`~servesize.api.routes.slo.search_runs`) and, when it ends, ``(runs, runs)``;
-    a sweep its combinations done; sizing and simulation report nothing (progress stays
-    null)."""
+    a sweep its combinations done; a sizing its candidates screened and plans verified out of
+    candidates + ``verify_top``, then ``(total, total)``; a simulation reports nothing
+    (progress stays null)."""
     if kind == "sweep":
         assert isinstance(inputs, SweepInputs)
         return run_sweep(request, inputs, report)
     if kind == "sizing":
-        model, hardware = inputs
+        model, hardware, manifests = inputs
         assert isinstance(model, ResolvedModel)
         assert isinstance(hardware, _Hardware)
-        answer: Any = _size(SizingRequest.model_validate(request), model, hardware)
+        sizing = SizingRequest.model_validate(request)
+        answer: Any = _size(sizing, model, hardware, report)
+        if manifests:
+            answer = _with_manifests(answer, sizing, (model, hardware))
     elif kind == "simulate":
         assert isinstance(inputs, ReplicaInputs)
         answer = _simulate(SimulateRequest.model_validate(request), inputs)

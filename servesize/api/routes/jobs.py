@@ -39,7 +39,14 @@ from servesize.db.models import ApiKey, Job
 from servesize.db.repository import JobRepository
 from servesize.db.types import utc_now
 from servesize.schemas.base import Page
-from servesize.schemas.jobs import JobIn, JobOut, JobState, JobSummary, ProgressOut
+from servesize.schemas.jobs import (
+    JobIn,
+    JobOut,
+    JobState,
+    JobSummary,
+    ProgressOut,
+    SizingJobIn,
+)
 
 __all__ = ["ReaderKey", "job_out", "router"]
 
@@ -139,9 +146,10 @@ def job_out(row: Job) -> JobOut:
     )
 
 
-def _fingerprint(kind: str, request: dict[str, Any]) -> str:
+def _fingerprint(kind: str, request: dict[str, Any], *, manifests: bool = False) -> str:
     canonical = json.dumps(request, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{kind}\n{canonical}".encode()).hexdigest()
+    options = "manifests\n" if manifests else ""
+    return hashlib.sha256(f"{kind}\n{options}{canonical}".encode()).hexdigest()
 
 
 def _check_idempotency_key(value: str | None) -> str | None:
@@ -198,6 +206,13 @@ def _insert_or_replay(
     return None
 
 
+def _replay(response: Response, earlier: Job) -> JobOut:
+    """The job stored earlier under the same Idempotency-Key, marked as replayed."""
+    response.headers["Location"] = f"/v1/jobs/{earlier.id}"
+    response.headers["Idempotent-Replayed"] = "true"
+    return job_out(earlier)
+
+
 def _load(repo: JobRepository, job_id: str, key: ApiKey) -> Job:
     row = repo.get(job_id)
     if row is None:
@@ -234,26 +249,23 @@ def submit_job(
     executor = _executor(request)
     ikey = _check_idempotency_key(idempotency_key)
     inner = body.request.model_dump(mode="json")
-    sha = _fingerprint(body.kind, inner)
+    manifests = isinstance(body, SizingJobIn) and body.manifests
+    sha = _fingerprint(body.kind, inner, manifests=manifests)
     factory = request.app.state.sessionmaker
     if ikey is not None:
         with transaction(factory) as session:
             earlier = _replayed(JobRepository(session), key, ikey, sha)
         if earlier is not None:
-            response.headers["Location"] = f"/v1/jobs/{earlier.id}"
-            response.headers["Idempotent-Replayed"] = "true"
-            return job_out(earlier)
+            return _replay(response, earlier)
     try:
-        inputs = prepare(body.kind, body.request, lookups)
+        inputs = prepare(body.kind, body.request, lookups, manifests=manifests)
     except (ApiError, PlanningError, ReplicaError) as exc:
         raise _RequestProblemError(problem_of(exc)) from None
     row = _queued_row(key, body.kind, inner, sha, ikey)
     row.owner_process, row.lease_expires_at = executor.process_id, executor.lease_deadline()
     earlier = _insert_or_replay(factory, row, key, sha)
     if earlier is not None:  # another process stored the same Idempotency-Key first
-        response.headers["Location"] = f"/v1/jobs/{earlier.id}"
-        response.headers["Idempotent-Replayed"] = "true"
-        return job_out(earlier)
+        return _replay(response, earlier)
     executor.submit(row.id, body.kind, inner, inputs)
     response.headers["Location"] = f"/v1/jobs/{row.id}"
     return job_out(row)

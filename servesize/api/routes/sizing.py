@@ -11,6 +11,7 @@ versions) and the ids of the measurements read for them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
@@ -272,13 +273,23 @@ def _space(cand: CandidatesIn, specs: list[HardwareSpec], lengths: list[int]) ->
         raise _invalid(str(exc), f"/candidates/{name}" if known else "/candidates") from None
 
 
-def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> SizingResponse:
-    """Run the core sizing search; its refusals as problems."""
+def _size(
+    body: SizingRequest,
+    model: ResolvedModel,
+    hardware: _Hardware,
+    report: Callable[[int, int | None], None] | None = None,
+) -> SizingResponse:
+    """Run the core sizing search; its refusals as problems. ``report(done, total)`` counts
+    candidates screened plus plans verified against candidates + ``verify_top`` (a job's
+    progress; verifications take most of the time)."""
     cand, traffic = body.candidates, body.traffic
     _check_knobs(cand, model.architecture.max_position_embeddings)
     lengths = cand.max_model_len or [default_length(traffic)]
     objective = body.slo.to_core()
     space = _space(cand, hardware.specs, lengths)
+    units = space.candidate_count + body.verify_top
+    screened = report and (lambda done, _total: report(done, units))
+    verified = report and (lambda passed, _top: report(space.candidate_count + passed, units))
     try:
         result = size(
             model.architecture,
@@ -293,6 +304,8 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
             calibrated=body.calibrated,
             power=hardware.power,
             rank_by=body.rank_by,
+            progress=screened,
+            verify_progress=verified,
         )
     except SizingTooLargeError as exc:
         raise UnprocessableError(
@@ -300,6 +313,8 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
             slug="sizing-too-large",
             errors=[{"location": "body", "pointer": "/candidates", "detail": str(exc)}],
         ) from None
+    if report is not None:
+        report(units, units)
     best = zero_load_infeasibility(result)
     if best:
         raise infeasible_problem(result, best)

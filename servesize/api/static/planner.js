@@ -120,10 +120,11 @@
       return;
     }
     if (pending[kind]) pending[kind].abort();
-    const controller = new AbortController();
-    pending[kind] = controller;
     const section = document.getElementById(`s-${kind}`);
     section.hidden = false;
+    if (jobs && jobs.wanted(kind)) return jobs.run(kind, body);
+    const controller = new AbortController();
+    pending[kind] = controller;
     const cancel = el("button", { type: "button", class: "cancel", text: "Cancel" });
     cancel.addEventListener("click", () => controller.abort());
     status(kind, el("span", { class: "spinner", "data-kind": kind }, el("i"), " working… ", cancel));
@@ -153,6 +154,24 @@
       if (pending[kind] === controller) delete pending[kind];
     }
   }
+
+  /* Background jobs with progress and cancel when the form holds a key (plannerjobs.js; absent
+   * from an offline report). */
+  const jobs = window.PlannerJobs
+    ? window.PlannerJobs.create({
+        el,
+        status,
+        showProblem,
+        pending,
+        finish(kind, result, body) {
+          status(kind, reportLink(kind, body));
+          window.__responses[kind] = result;
+          RENDER[kind](result, body);
+          ran.add(kind);
+          updateUrl();
+        },
+      })
+    : null;
 
   const PATHS = { memory: "/v1/memory", capacity: "/v1/slo/capacity", simulate: "/v1/simulate", sizing: "/v1/sizing" };
 
@@ -338,16 +357,35 @@
       (memory.reasons.length ? " " + memory.reasons.join("; ") : "");
   }
 
+  /* A series' prediction interval as two edge lines, the space between them filled; none
+   * when no point has one. */
+  function bandDatasets(table, column, color) {
+    const idx = (c) => table.columns.indexOf(c);
+    const rows = table.rows.filter((r) => r[idx(`${column}_low`)] !== null && r[idx(`${column}_high`)] !== null);
+    if (!rows.length) return [];
+    const edge = (side) => rows.map((r) => ({ x: r[0], y: r[idx(`${column}_${side}`)] }));
+    const shade = `${color}26`; // #rrggbb + alpha 0.15
+    return [
+      { label: `${column} 80 % interval`, band: true, data: edge("low"), showLine: true, pointRadius: 0, borderWidth: 0, borderColor: shade, backgroundColor: shade, fill: false },
+      { label: `${column} 80 % interval (high)`, band: true, data: edge("high"), showLine: true, pointRadius: 0, borderWidth: 0, borderColor: shade, backgroundColor: shade, fill: "-1" },
+    ];
+  }
+
+  const withoutBandEdges = { labels: { filter: (item, data) => !/\(high\)$/.test(data.datasets[item.datasetIndex].label) } };
+
   function latencyChart(name, table, columns, limit, max, label) {
     const idx = (c) => table.columns.indexOf(c);
     const xs = table.rows.map((r) => r[0]);
-    const datasets = columns.map(([column, color]) => ({
-      label: column,
-      data: table.rows.filter((r) => r[idx(column)] !== null).map((r) => ({ x: r[0], y: r[idx(column)] })),
-      showLine: true,
-      borderColor: color,
-      backgroundColor: color,
-    }));
+    const datasets = columns.flatMap(([column, color]) => [
+      {
+        label: column,
+        data: table.rows.filter((r) => r[idx(column)] !== null).map((r) => ({ x: r[0], y: r[idx(column)] })),
+        showLine: true,
+        borderColor: color,
+        backgroundColor: color,
+      },
+      ...bandDatasets(table, column, color),
+    ]);
     if (limit && xs.length) {
       datasets.push({ label: "SLO", data: [{ x: Math.min(...xs), y: limit }, { x: Math.max(...xs, max || 0), y: limit }], showLine: true, borderDash: [6, 4], borderColor: "#d62728", pointRadius: 0 });
     }
@@ -355,7 +393,7 @@
       const top = Math.max(limit || 0, ...datasets.flatMap((d) => d.data.map((p) => p.y)));
       datasets.push({ label: "max", data: [{ x: max, y: 0 }, { x: max, y: top }], showLine: true, borderDash: [2, 3], borderColor: "#000", pointRadius: 0 });
     }
-    draw(name, { type: "scatter", data: { datasets }, options: { scales: { x: axis(label), y: axis("seconds", { beginAtZero: true }) } } });
+    draw(name, { type: "scatter", data: { datasets }, options: { plugins: { legend: withoutBandEdges }, scales: { x: axis(label), y: axis("seconds", { beginAtZero: true }) } } });
   }
 
   function throughputChart(table, label) {
@@ -363,6 +401,7 @@
     const series = (column) => table.rows.filter((r) => r[idx(column)] !== null).map((r) => ({ x: r[0], y: r[idx(column)] }));
     const datasets = [
       { label: "throughput (req/s)", data: series("throughput_requests_per_s"), showLine: true, borderColor: "#2ca02c", backgroundColor: "#2ca02c" },
+      ...bandDatasets(table, "throughput_requests_per_s", "#2ca02c"),
       { label: "goodput (req/s)", data: series("goodput_requests_per_s"), showLine: true, borderColor: "#17becf", backgroundColor: "#17becf" },
     ];
     if (table.band) {
@@ -370,7 +409,7 @@
       const [low, high] = table.band;
       datasets.push({ label: "max rate interval", data: [{ x: low, y: top }, { x: high, y: top }], showLine: true, fill: "origin", pointRadius: 0, borderColor: "rgba(214,39,40,0.3)", backgroundColor: "rgba(214,39,40,0.12)" });
     }
-    draw("throughput", { type: "scatter", data: { datasets }, options: { scales: { x: axis(label), y: axis("requests/s", { beginAtZero: true }) } } });
+    draw("throughput", { type: "scatter", data: { datasets }, options: { plugins: { legend: withoutBandEdges }, scales: { x: axis(label), y: axis("requests/s", { beginAtZero: true }) } } });
   }
 
   function histogramChart(name, table, label, color) {
@@ -408,6 +447,9 @@
           { label: "queue length", data: col("queue_length"), showLine: true, pointRadius: 0, borderColor: "#d62728" },
           { label: "running batch", data: col("running_batch"), showLine: true, pointRadius: 0, borderColor: "#1f77b4" },
           { label: "KV utilisation", data: col("kv_utilization"), showLine: true, pointRadius: 0, borderColor: "#2ca02c", yAxisID: "y2" },
+          ...(table.columns.includes("preemptions")
+            ? [{ label: "preemptions (since the previous sample)", data: col("preemptions"), showLine: true, stepped: "before", pointRadius: 0, borderColor: "#9467bd", backgroundColor: "#9467bd" }]
+            : []),
         ],
       },
       options: { scales: { x: axis("time (s)"), y: axis("requests", { beginAtZero: true }), y2: axis("KV used", { position: "right", min: 0, max: 1 }) } },
@@ -524,6 +566,7 @@
       if (kind) run(kind);
     });
     form.addEventListener("change", updateUrl);
+    if (jobs) jobs.keepKey(document.getElementById("f-api_key"));
     document.body.dataset.ready = "true";
     for (const kind of runs) if (RENDER[kind] || kind === "compare") await run(kind);
   }

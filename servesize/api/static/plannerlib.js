@@ -255,7 +255,15 @@
     return { columns: ["context_tokens", "max_concurrency", "whole_requests"], rows };
   }
 
-  /* Latency vs load from /v1/slo/capacity's curve (rate, or concurrency in a closed loop). */
+  /* Curve fields with a prediction interval per point (``<field>_interval``: {low, high}). */
+  const BANDED = [
+    "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "tpot_p50_s", "tpot_p95_s", "tpot_p99_s",
+    "throughput_requests_per_s",
+  ];
+
+  /* Latency vs load from /v1/slo/capacity's curve (rate, or concurrency in a closed loop);
+   * each banded field's interval as ``<field>_low`` / ``<field>_high`` columns (null where the
+   * point has none). */
   function latencyTable(capacity) {
     const x = capacity.mode === "closed_loop" ? "concurrency" : "rate_per_s";
     const points = capacity.curve
@@ -273,12 +281,17 @@
       p.tpot_p99_s === undefined ? null : p.tpot_p99_s,
       p.throughput_requests_per_s === undefined ? null : p.throughput_requests_per_s,
       p.goodput_requests_per_s === undefined ? null : p.goodput_requests_per_s,
+      ...BANDED.flatMap((c) => {
+        const band = p[`${c}_interval`];
+        return band ? [band.low, band.high] : [null, null];
+      }),
     ]);
     const interval = capacity.max_rate_per_s_interval;
     return {
       columns: [
         x, "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s", "feasible",
         "ttft_p99_s", "tpot_p99_s", "throughput_requests_per_s", "goodput_requests_per_s",
+        ...BANDED.flatMap((c) => [`${c}_low`, `${c}_high`]),
       ],
       rows,
       max: capacity.mode === "closed_loop" ? capacity.max_concurrency : capacity.max_rate_per_s,
@@ -286,10 +299,11 @@
     };
   }
 
-  /* /v1/simulate's time series, one row per sample. */
+  /* /v1/simulate's time series, one row per sample; ``preemptions`` counts the requests
+   * preempted since the previous sample (the simulator's own events). */
   function simulationTable(sim) {
     const series = sim.time_series || {};
-    const columns = ["time_s", "queue_length", "running_batch", "kv_utilization"].filter(
+    const columns = ["time_s", "queue_length", "running_batch", "kv_utilization", "preemptions"].filter(
       (c) => Array.isArray(series[c]),
     );
     const n = columns.length ? series[columns[0]].length : 0;

@@ -144,6 +144,9 @@ class ReplicaState:
         self.lag_s = 0.0
         self.log = StepLog()
         self.itl_extra_s: list[float] = []
+        self.preemption_s: list[float] = []
+        """One entry per preemption (or SGLang retraction): the start of the step whose
+        scheduling evicted the request (engine clock)."""
         self.idle: list[tuple[float, float, int]] = []
         # A model that can cost one step without arrays is called that way for single steps.
         self._step_s: Callable[[int, float, int, int, int], float] | None = (
@@ -319,10 +322,12 @@ class ReplicaState:
         self.pool.release(r)
         self.reject(r, t)
 
-    def requeue_preempted(self, v: int, *, to_back: bool = False) -> None:
-        """Running request ``v`` was preempted (its blocks are freed): it recomputes everything
-        it holds and goes back to the head of the waiting queue (``to_back``: its tail, as
-        SGLang's ``_add_request_to_queue`` does with a retracted request)."""
+    def requeue_preempted(self, v: int, t: float, *, to_back: bool = False) -> None:
+        """Running request ``v`` was preempted while the step starting at ``t`` was scheduled
+        (its blocks are freed): it recomputes everything it holds and goes back to the head of
+        the waiting queue (``to_back``: its tail, as SGLang's ``_add_request_to_queue`` does
+        with a retracted request)."""
+        self.preemption_s.append(t)
         tab = self.tab
         tab.computed_tokens[v] = 0
         tab.prefill_end_tokens[v] = tab.num_tokens[v]

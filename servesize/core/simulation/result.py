@@ -65,6 +65,10 @@ class TimeSeries:
     num_waiting: np.ndarray
     num_running: np.ndarray
     kv_blocks_used: np.ndarray
+    preemptions: np.ndarray
+    """Preemptions since the previous sample (at the first: up to it), from the simulator's
+    own events (:attr:`SimulationResult.preemption_s`); they sum to every preemption of the
+    run."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +146,9 @@ class SimulationResult:
     exit_s: np.ndarray
     generated_tokens: np.ndarray
     num_preemptions: np.ndarray
+    preemption_s: np.ndarray
+    """Every preemption (vLLM recompute, SGLang retraction) of every request, sorted: the start
+    of the step whose scheduling evicted it (engine clock; ``num_preemptions`` per request)."""
     prefill_done_s: np.ndarray
     transfer_start_s: np.ndarray
     transfer_end_s: np.ndarray
@@ -301,7 +308,8 @@ class SimulationResult:
         return float(np.min(self.arrival_s)), float(np.nanmax(self.exit_s))
 
     def time_series(self, points: int = 200) -> TimeSeries:
-        """Queue length, running batch and KV blocks in use, summed over replicas."""
+        """Queue length, running batch and KV blocks in use, summed over replicas, and the
+        preemptions between consecutive samples."""
         if points < 2:
             raise ValueError(f"points must be >= 2, got {points}")
         t0, t1 = self.horizon_s
@@ -321,7 +329,16 @@ class SimulationResult:
             waiting[active] += self.step_num_waiting[sel][j]
             running[active] += self.step_num_running[sel][j]
             kv[active] += self.step_kv_blocks_used[sel][j]
-        return TimeSeries(time_s=grid, num_waiting=waiting, num_running=running, kv_blocks_used=kv)
+        # Events up to each sample (t <= grid[i]); the last sample is the last exit, after
+        # every preemption.
+        upto = np.searchsorted(self.preemption_s, grid, side="right")
+        return TimeSeries(
+            time_s=grid,
+            num_waiting=waiting,
+            num_running=running,
+            kv_blocks_used=kv,
+            preemptions=np.diff(upto, prepend=0).astype(np.int64),
+        )
 
     def _window_mean_in_system(
         self, lo_s: float, hi_s: float, *, running_only: bool = False

@@ -348,6 +348,7 @@ def _collect_result(
         exit_s=table.exit_s.copy(),
         generated_tokens=table.num_tokens - table.prompt_tokens,
         num_preemptions=table.num_preemptions.copy(),
+        preemption_s=np.sort(np.array([t for s in sims for t in s.preemption_s], dtype=np.float64)),
         prefill_done_s=table.handoff_s.copy(),
         transfer_start_s=table.transfer_start_s.copy(),
         transfer_end_s=table.transfer_end_s.copy(),

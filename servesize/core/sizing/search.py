@@ -170,13 +170,15 @@ def size(
     progress: Callable[[int, int], None] | None = None,
     power: Mapping[str, PowerProfile] | None = None,
     rank_by: RankBy = "cost",
+    verify_progress: Callable[[int, int], None] | None = None,
 ) -> SizingResult:
     """Rank the deployments of ``space`` that serve ``traffic`` within ``objective`` (see the
     module docstring). ``prices`` are per GPU-hour by hardware id; ``measured`` kernel tables by
     hardware id. ``progress``, when given, is called with (candidates screened, candidates in
     all) after each candidate's screen. ``power`` (board power by hardware id) gives every plan
     its energy at the target load; ``rank_by="energy"`` ranks by energy per million output
-    tokens instead of cost (:mod:`~servesize.core.sizing.energy`)."""
+    tokens instead of cost (:mod:`~servesize.core.sizing.energy`). ``verify_progress``, when
+    given, is called with (plans verified so far, ``verify_top``) after each verification."""
     if not 0 < headroom <= 1:
         raise ValueError(f"headroom must be in (0, 1], got {headroom}")
     if verify_top < 0:
@@ -218,8 +220,14 @@ def size(
         for p in screening.plans
     )
     if verify_top:
+        on_verified = (
+            None if verify_progress is None else lambda passed: verify_progress(passed, verify_top)
+        )
         verified = verify_ranked(
-            VerifyInputs(sizing=inputs, screened=screening.screened), screened_plans, verify_top
+            VerifyInputs(sizing=inputs, screened=screening.screened),
+            screened_plans,
+            verify_top,
+            on_verified,
         )
     else:
         verified = Verified(plans=ranked(screened_plans), rejected=(), spent=SimulationSpent())

@@ -26,7 +26,7 @@ returned, not a counter kept on the side.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -526,8 +526,14 @@ def _verify_one(
     ), spent
 
 
-def verify_ranked(ctx: VerifyInputs, plans: Sequence[Plan], verify_top: int) -> Verified:
-    """Simulate in rank order until ``verify_top`` plans pass (see the module docstring)."""
+def verify_ranked(
+    ctx: VerifyInputs,
+    plans: Sequence[Plan],
+    verify_top: int,
+    progress: Callable[[int], None] | None = None,
+) -> Verified:
+    """Simulate in rank order until ``verify_top`` plans pass (see the module docstring);
+    ``progress(passed)`` after each plan verified or refused."""
     ranked = list(plans)
     rejected: list[Rejection] = []
     spent = SimulationSpent()
@@ -547,8 +553,10 @@ def verify_ranked(ctx: VerifyInputs, plans: Sequence[Plan], verify_top: int) -> 
         if isinstance(outcome, Rejection):
             ranked.pop(i)
             rejected.append(outcome)
-            continue
-        ranked[i] = outcome
-        passed += outcome.verified
+        else:
+            ranked[i] = outcome
+            passed += outcome.verified
+        if progress is not None:
+            progress(passed)
     ranked.sort(key=lambda p: (not p.verified, *rank_key(p)))
     return Verified(plans=tuple(ranked), rejected=tuple(rejected), spent=spent)

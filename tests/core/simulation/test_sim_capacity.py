@@ -208,11 +208,14 @@ def test_retraction_takes_the_longest_prompt_among_the_fewest_outputs_not_the_ne
     assert sglang.first_token_s.tolist() == [1.0, 2.0]
     assert sglang.finish_s.tolist() == [14.0, 13.0]
     assert sglang.num_preemptions.tolist() == [1, 0]
+    assert sglang.preemption_s.tolist() == [12.0]
     assert sglang.step_prefill_tokens.tolist() == [4, 2] + [0] * 11 + [15]
     assert sglang.step_kv_blocks_used.tolist() == [4, 6, *range(8, 27, 2), 13, 15]
     vllm = run("incremental")
     assert vllm.finish_s.tolist() == [13.0, 14.0]
     assert vllm.num_preemptions.tolist() == [0, 1]
+    # B, the newest, is evicted at 12 too (same shortage).
+    assert vllm.preemption_s.tolist() == [12.0]
 
 
 def test_engine_capacity_policies_and_validation() -> None:

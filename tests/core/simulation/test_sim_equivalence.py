@@ -168,6 +168,11 @@ def test_skipping_matches_stepping_under_kv_pressure() -> None:
     stepped = simulate(w, config, _MODEL, skip_decode_runs=False)
     assert skipped.num_preemptions.sum() > 0
     assert_identical(skipped, stepped)
+    # One event per preemption, inside the run; the time series bins every one of them.
+    assert skipped.preemption_s.size == skipped.num_preemptions.sum()
+    assert skipped.horizon_s[0] <= skipped.preemption_s.min()
+    assert skipped.preemption_s.max() <= skipped.horizon_s[1]
+    assert skipped.time_series(50).preemptions.sum() == skipped.num_preemptions.sum()
 
 
 def test_skipping_matches_stepping_under_kv_pressure_for_every_capacity_policy() -> None:

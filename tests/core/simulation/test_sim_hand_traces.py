@@ -158,6 +158,11 @@ def test_kv_shortage_preempts_the_newest_request_and_recomputes_it() -> None:
     # [5,6] B decode, token 4 at 6: done.
     r = _run([0.0, 0.0], [3, 3], [4, 4], blocks=4)
     assert r.num_preemptions.tolist() == [0, 1]
+    assert r.preemption_s.tolist() == [2.0]  # evicted while the step from 2 was scheduled
+    # Samples at 0, 1, ..., 6 (first send to last exit): the one preemption lands in (1, 2].
+    series = r.time_series(7)
+    assert series.time_s.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert series.preemptions.tolist() == [0, 0, 1, 0, 0, 0, 0]
     assert r.first_token_s.tolist() == [1.0, 1.0]
     assert r.finish_s.tolist() == [4.0, 6.0]
     assert r.step_kv_blocks_used.tolist() == [4, 4, 3, 3, 3, 3]

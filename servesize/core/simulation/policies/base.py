@@ -120,7 +120,7 @@ class BatchFormation(ABC):
         scheduler would re-admit and preempt it forever; it is dropped as rejected instead.
         """
         if self.token_ratio:
-            survivors, tokens, retracted = retract_decode(state, run, n)
+            survivors, tokens, retracted = retract_decode(state, run, n, t)
             if survivors.size:
                 return survivors, tokens, retracted
             run, n = run[state.tab.is_running[run]], n[state.tab.is_running[run]]
@@ -129,7 +129,7 @@ class BatchFormation(ABC):
         pool = state.pool
         kept, victims, self_preempted = pool.allocate_or_preempt(ids, ns, state.tab.computed_tokens)
         for v in victims:
-            state.requeue_preempted(v)
+            state.requeue_preempted(v, t)
         if self_preempted:
             r = ids[kept]
             if len(victims) == len(ids) and state.blocks_for_whole(r) > pool.free_blocks:

@@ -90,7 +90,7 @@ def admitted_tokens(state: ReplicaState, r: int, tokens: int, whole: bool) -> in
 
 
 def retract_decode(
-    state: ReplicaState, run: np.ndarray, n: np.ndarray
+    state: ReplicaState, run: np.ndarray, n: np.ndarray, t: float
 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """Retract running requests until the others' ``n`` tokens fit (see the module docstring).
     Returns the survivors in running order, their tokens and whether any was retracted; when a
@@ -114,7 +114,7 @@ def retract_decode(
         keep[i] = False
         total -= int(need[i])
         pool.release(v)
-        state.requeue_preempted(v, to_back=True)
+        state.requeue_preempted(v, t, to_back=True)
         retracted = True
     survivors, tokens = run[keep], n[keep]
     if total > pool.free_blocks:
