@@ -129,7 +129,7 @@ def _estimate_times(arch: Any, hardware: Any, tables: Any) -> dict[str, float]:
     }
 
 
-def estimates(kernel_s: float) -> None:
+def estimates(kernel_s: float) -> dict[str, dict[str, float]]:
     arch = ModelCatalog(get_settings().models_dir).architecture(MODEL)
     specs = {s.id: s for s in (datasheet_spec(e) for e in datasheet_entries())}
     print(
@@ -141,9 +141,11 @@ def estimates(kernel_s: float) -> None:
         f"{'array path':>11} {'array/comp':>11} {'array/kept':>11} {'1 step_time':>12} "
         f"{'kept / kernel':>14}"
     )
+    figures: dict[str, dict[str, float]] = {}
     for gpu in ("h100-sxm", "h200-sxm"):
         hardware = specs[gpu]
         t = _estimate_times(arch, hardware, tables_for_gpu(hardware))
+        figures[gpu] = t
         print(
             f"{gpu:<9} {t['compile'] * 1e3:8.2f} {t['kept_replica'] * 1e3:9.4f} "
             f"{t['first'] * 1e3:7.2f} {t['computed'] * 1e3:9.3f} {t['kept'] * 1e3:7.4f} "
@@ -159,6 +161,7 @@ def estimates(kernel_s: float) -> None:
         "array path: closed_loop's vectorised path per point of a two-point call (target: "
         "<= 1 ms warm, <= 50 ms compile)"
     )
+    return figures
 
 
 def _run_steps(prefill_tokens: np.ndarray, running: np.ndarray) -> int:
@@ -258,7 +261,7 @@ def _capacity_body(requests: int) -> dict[str, Any]:
     }
 
 
-def readme_examples(kernel_s: float) -> None:
+def readme_examples(kernel_s: float) -> dict[str, float]:
     client = _client()
     print("\nREADME examples in-process (CPU s of one cold call, all threads; target <= 2 s each)")
     print(f"{'request':<56} {'CPU s':>7} {'/ target':>9} {'/ kernel':>9}  result")
@@ -290,9 +293,12 @@ def readme_examples(kernel_s: float) -> None:
             )
         )
     readme = {("sizing", 3), ("capacity", 1000)}
+    figures: dict[str, float] = {}
     for kind, label, cpu_s, result, _ in rows:
         key = (kind, 3 if "3 GPU" in label else 1000 if label.startswith("1000 ") else 0)
         mark = "README " if key in readme else ""
+        if key in readme:
+            figures[kind] = cpu_s
         print(
             f"{mark + kind + ': ' + label:<56} {cpu_s:7.2f} {cpu_s / README_TARGET_S:9.2f} "
             f"{cpu_s / kernel_s:9.0f}  {result}"
@@ -303,14 +309,45 @@ def readme_examples(kernel_s: float) -> None:
         per = cpu_s / units * 1e3 if units else float("nan")
         print(f"{kind + ': ' + label:<56} {per:9.3f} ms per {unit}")
     client.__exit__(None, None, None)
+    return figures
+
+
+def summary(
+    kernel_s: float, estimate: dict[str, dict[str, float]], readme: dict[str, float]
+) -> None:
+    """The four headline figures against their targets and a reference from the same run: the
+    estimate against ``closed_loop``'s array path (the implementation the one-point path
+    replaced), compilation against one vectorised ``step_time`` call, the README requests
+    against the fixed numpy kernel."""
+    print("\nsummary (CPU; reference timed in this run)")
+    print(
+        f"{'figure':<34} {'value':>10} {'target':>8} {'/ target':>9} {'reference':>22} {'ratio':>8}"
+    )
+    rows: list[tuple[str, float, float, str, float]] = []
+    for gpu, t in estimate.items():
+        rows.append(
+            (f"estimate ms, {gpu}", t["computed"] * 1e3, 1.0, "array path", t["array"] * 1e3)
+        )
+        rows.append(
+            (f"compile ms, {gpu}", t["compile"] * 1e3, 50.0, "1 step_time", t["step"] * 1e3)
+        )
+    for kind, cpu_s in readme.items():
+        rows.append((f"README {kind} s", cpu_s, README_TARGET_S, "numpy kernel", kernel_s))
+    for label, value, target, name, reference in rows:
+        print(
+            f"{label:<34} {value:10.3f} {target:8.1f} {value / target:9.2f} "
+            f"{name + f' {reference:.3f}':>22} {value / reference:8.2f}"
+        )
+    print("ratio: value / reference (estimate: < 1 is faster than the array path)")
 
 
 def main() -> None:
     kernel_s = _kernel_s()
     print(f"bench_speed: reference kernel {kernel_s * 1e3:.1f} ms CPU (fixed numpy workload)")
-    estimates(kernel_s)
+    estimate = estimates(kernel_s)
     simulator(kernel_s)
-    readme_examples(kernel_s)
+    readme = readme_examples(kernel_s)
+    summary(kernel_s, estimate, readme)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ copies of the arrays: what a caller does to one answer does not reach the next.
 
 The last :data:`MEMO_SIZE` points are kept, over all models; an entry holds its model, so an
 ``id``-based key is never reused by another object while the entry lives.
+
+:func:`shared_value` keeps intermediate results the same way (the open-loop mean-field state
+at a grid of resident counts, which every rate of a capacity bisection recomputes): the same
+object is handed out, so it is only for values nobody modifies.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ import numpy as np
 
 from servesize.core.steptime.model import StepTimeModel
 
-__all__ = ["MEMO_SIZE", "clear_estimates", "memo_stats", "memoized_estimate"]
+__all__ = [
+    "MEMO_SIZE",
+    "SHARED_SIZE",
+    "clear_estimates",
+    "memo_stats",
+    "memoized_estimate",
+    "shared_value",
+]
 
 MEMO_SIZE = 1024
 """Workload points kept (least recently used dropped first)."""
@@ -32,9 +43,14 @@ MEMO_SIZE = 1024
 ServingEstimate = TypeVar("ServingEstimate")
 """``serving.ServingEstimate`` (a frozen dataclass; not imported, serving imports this module)."""
 
+SHARED_SIZE = 256
+"""Intermediate values kept by :func:`shared_value` (least recently used dropped first)."""
+
 _memo: OrderedDict[tuple[Hashable, ...], tuple[StepTimeModel, Any]] = OrderedDict()
 _lock = threading.Lock()
 _stats = {"hits": 0, "misses": 0}
+_shared: OrderedDict[tuple[Hashable, ...], tuple[StepTimeModel, Any]] = OrderedDict()
+Value = TypeVar("Value")
 
 
 def _copy(estimate: ServingEstimate) -> ServingEstimate:
@@ -73,10 +89,32 @@ def memoized_estimate(
     return estimate
 
 
+def shared_value(
+    model: StepTimeModel, key: tuple[Hashable, ...], compute: Callable[[], Value]
+) -> Value:
+    """``compute()`` for ``model`` at ``key``, or the very object it gave before (callers
+    must not modify it)."""
+    full = (id(model), *key)
+    with _lock:
+        entry = _shared.get(full)
+        if entry is not None and entry[0] is model:
+            _shared.move_to_end(full)
+            kept: Value = entry[1]
+            return kept
+    value = compute()
+    with _lock:
+        _shared[full] = (model, value)
+        while len(_shared) > SHARED_SIZE:
+            _shared.popitem(last=False)
+    return value
+
+
 def clear_estimates() -> None:
-    """Forget every kept estimate (a benchmark timing the computation itself)."""
+    """Forget every kept estimate and intermediate value (a benchmark timing the computation
+    itself)."""
     with _lock:
         _memo.clear()
+        _shared.clear()
 
 
 def memo_stats() -> dict[str, int]:

@@ -47,6 +47,7 @@ import numpy as np
 from servesize.core.errors import UnstableQueueError
 from servesize.core.steptime.backlogchain import BacklogChain, backlog_chain
 from servesize.core.steptime.batchchain import BatchChain, batch_chain
+from servesize.core.steptime.memo import shared_value
 from servesize.core.steptime.model import StepTimeModel
 from servesize.core.steptime.serving import (
     _budget,
@@ -114,7 +115,20 @@ class _Points:
 def _points(
     model: StepTimeModel, resident: np.ndarray, p: float, n: float, cv: float = 1.0
 ) -> _Points:
-    """Completion rate and step structure for each resident count (Poisson arrivals)."""
+    """Completion rate and step structure for each resident count (Poisson arrivals).
+
+    Kept by its inputs (:func:`~servesize.core.steptime.memo.shared_value`): every rate asks
+    for the saturation point and the first grid again (a capacity bisection asks a dozen
+    rates), and the answer is a deterministic function of them. Nothing modifies a
+    ``_Points``."""
+    grid = np.array(resident, dtype=np.float64)
+    key = ("open_loop_points", p, n, cv, grid.shape, grid.tobytes())
+    return shared_value(model, key, lambda: _compute_points(model, grid, p, n, cv))
+
+
+def _compute_points(
+    model: StepTimeModel, resident: np.ndarray, p: float, n: float, cv: float
+) -> _Points:
     budget, _ = _budget(model)
     pp = float(model.inventory.pipeline_parallel_size)
     pa, na = np.full_like(resident, p), np.full_like(resident, n)

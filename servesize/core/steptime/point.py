@@ -14,7 +14,17 @@ from dataclasses import dataclass
 
 from servesize.core.steptime.fast import FastStepTime
 
-__all__ = ["PointSteps", "prefill_queue_point", "steady_point"]
+__all__ = [
+    "CONVERGED_RTOL",
+    "PointSteps",
+    "prefill_queue_point",
+    "residency_point",
+    "steady_point",
+]
+
+CONVERGED_RTOL = 1e-13
+"""The undamped residency iteration stops once a pass moves ``L`` and ``W_q`` by at most this
+much relative (far below any tolerance of the estimate, far above rounding)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +109,62 @@ def prefill_queue_point(state: PointSteps, rate: float, resident: float, clumpin
     bound = others * service
     wait = 1.0 * rho * service / (2 * max(1.0 - rho, 1e-9)) + clumping * others * service / 2
     return min(wait, bound) if rho < 1.0 else bound
+
+
+def residency_point(
+    fast: FastStepTime,
+    c: float,
+    cap: float,
+    p: float,
+    n: float,
+    ctx: float,
+    budget: float,
+    pp: float,
+    z: float,
+    clumping: float,
+    iterations: int,
+) -> tuple[float, float]:
+    """The fixed point ``(L, W_q)`` of ``serving.closed_loop`` for one point
+    (``serving._residency`` on floats, the same decisions)."""
+    resident, queue = min(c, cap), 0.0
+    moved_r = moved_q = math.inf
+    for _ in range(iterations):
+        state = steady_point(fast, resident, p, n, ctx, budget, pp, queue)
+        life = state.steps * state.mean_step_s
+        new_r = min(cap, max(c * life / (z + life), 1.0))
+        new_q = prefill_queue_point(state, new_r / life, new_r, clumping)
+        dr, dq = abs(new_r - resident), abs(new_q - queue)
+        resident, queue = new_r, new_q
+        if dr <= CONVERGED_RTOL * abs(new_r) and dq <= CONVERGED_RTOL * abs(new_q):
+            return resident, queue
+        if dr > 0.5 * moved_r or dq > 0.5 * moved_q:
+            break  # not contracting: the damped iteration
+        moved_r, moved_q = dr, dq
+    return _damped_point(fast, c, cap, p, n, ctx, budget, pp, z, clumping, iterations)
+
+
+def _damped_point(
+    fast: FastStepTime,
+    c: float,
+    cap: float,
+    p: float,
+    n: float,
+    ctx: float,
+    budget: float,
+    pp: float,
+    z: float,
+    clumping: float,
+    iterations: int,
+) -> tuple[float, float]:
+    """``iterations`` passes damped by one half from ``(min(C, L_cap), 0)``."""
+    resident, queue = min(c, cap), 0.0
+    for _ in range(iterations):
+        state = steady_point(fast, resident, p, n, ctx, budget, pp, queue)
+        life = state.steps * state.mean_step_s
+        demand = c * life / (z + life)
+        before = resident, queue
+        resident = 0.5 * resident + 0.5 * min(cap, max(demand, 1.0))
+        queue = 0.5 * queue + 0.5 * prefill_queue_point(state, resident / life, resident, clumping)
+        if (resident, queue) == before:
+            break  # a fixed point to the last bit: further passes repeat it
+    return resident, queue

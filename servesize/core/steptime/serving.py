@@ -59,7 +59,7 @@ from servesize.core.steptime._arrays import ArrayLike, FloatArray, StrArray, as_
 from servesize.core.steptime.fast import fast_step_time
 from servesize.core.steptime.memo import memoized_estimate
 from servesize.core.steptime.model import StepTime, StepTimeModel
-from servesize.core.steptime.point import prefill_queue_point, steady_point
+from servesize.core.steptime.point import CONVERGED_RTOL, residency_point, steady_point
 from servesize.core.steptime.wave import WAVE_POLICIES, engine_wave_policy, lockstep_loop
 from servesize.core.steptime.work import StepWork
 
@@ -74,7 +74,8 @@ __all__ = [
 ]
 
 FIXED_POINT_ITERATIONS = 16
-"""Damped iterations of the residency fixed point (within 1e-5 relative on the H100 set)."""
+"""Most passes of the residency fixed point (see ``_residency``); the damped fallback runs this
+many (within 1e-5 relative of the fixed point on the H100 set)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,19 +242,7 @@ def closed_loop(
     )
     pp = float(model.inventory.pipeline_parallel_size)
     ctx = p + n / 2
-    resident = np.minimum(c, cap)
-    queue = np.zeros_like(c)
-    for _ in range(FIXED_POINT_ITERATIONS):
-        state = _steady_steps(model, resident, p, n, ctx, budget, pp, queue)
-        life = state.steps * state.mean_step_s
-        demand = c * life / (z + life)
-        before = resident, queue
-        resident = 0.5 * resident + 0.5 * np.minimum(cap, np.maximum(demand, 1.0))
-        queue = 0.5 * queue + 0.5 * _prefill_queue_s(
-            state, resident / life, resident, model.engine.arrival_clumping
-        )
-        if np.array_equal(resident, before[0]) and np.array_equal(queue, before[1]):
-            break  # a fixed point to the last bit: further passes repeat it
+    resident, queue = _residency(model, c, cap, p, n, ctx, budget, pp)
     state = _steady_steps(model, resident, p, n, ctx, budget, pp, queue)
     life = state.steps * state.mean_step_s
     rate = resident / life
@@ -295,6 +284,85 @@ def closed_loop(
         decode_arithmetic_intensity=decode.arithmetic_intensity,
         sources=dict(model.sources),
     )
+
+
+def _residency(
+    model: StepTimeModel,
+    c: FloatArray,
+    cap: FloatArray,
+    p: FloatArray,
+    n: FloatArray,
+    ctx: FloatArray,
+    budget: float,
+    pp: float,
+) -> tuple[FloatArray, FloatArray]:
+    """The fixed point ``(L, W_q)`` of ``L = min(L_cap, C·Nτ̄/(Z + Nτ̄))`` with the prefill
+    queue. The map is nearly flat (``L`` enters only through the step times), so it is iterated
+    undamped from ``(min(C, L_cap), 0)`` until a pass moves both by at most
+    :data:`~servesize.core.steptime.point.CONVERGED_RTOL` relative (about 6 passes, against the
+    16 damped ones that stopped ``2^-16`` of the first gap short of the fixed point). A point
+    whose passes do not halve their move every pass (a step in ``⌈P/(M − b̄)⌉``, a queue near
+    saturation), or that has not converged after ``FIXED_POINT_ITERATIONS`` passes, takes the
+    damped iteration instead: ``FIXED_POINT_ITERATIONS`` passes of
+    ``x ← x/2 + g(x)/2`` from the same start. Every point is decided on its own, as
+    ``point.residency_point`` decides one."""
+    z = model.engine.request_overhead_s
+    clumping = model.engine.arrival_clumping
+    resident = np.minimum(c, cap)
+    queue = np.zeros_like(c)
+    active = np.ones(c.shape, dtype=bool)
+    damped = np.zeros(c.shape, dtype=bool)
+    moved_r = np.full(c.shape, np.inf)
+    moved_q = np.full(c.shape, np.inf)
+    for _ in range(FIXED_POINT_ITERATIONS):
+        state = _steady_steps(model, resident, p, n, ctx, budget, pp, queue)
+        life = state.steps * state.mean_step_s
+        new_r = np.minimum(cap, np.maximum(c * life / (z + life), 1.0))
+        new_q = _prefill_queue_s(state, new_r / life, new_r, clumping)
+        dr, dq = np.abs(new_r - resident), np.abs(new_q - queue)
+        resident = np.where(active, new_r, resident)
+        queue = np.where(active, new_q, queue)
+        done = (dr <= CONVERGED_RTOL * np.abs(new_r)) & (dq <= CONVERGED_RTOL * np.abs(new_q))
+        stuck = ~done & ((dr > 0.5 * moved_r) | (dq > 0.5 * moved_q))
+        damped |= active & stuck
+        active &= ~done & ~stuck
+        moved_r, moved_q = dr, dq
+        if not active.any():
+            break
+    damped |= active
+    if damped.any():
+        slow_r, slow_q = _damped_residency(model, c, cap, p, n, ctx, budget, pp)
+        resident = np.where(damped, slow_r, resident)
+        queue = np.where(damped, slow_q, queue)
+    return resident, queue
+
+
+def _damped_residency(
+    model: StepTimeModel,
+    c: FloatArray,
+    cap: FloatArray,
+    p: FloatArray,
+    n: FloatArray,
+    ctx: FloatArray,
+    budget: float,
+    pp: float,
+) -> tuple[FloatArray, FloatArray]:
+    """``FIXED_POINT_ITERATIONS`` passes damped by one half (see :func:`_residency`)."""
+    z = model.engine.request_overhead_s
+    resident = np.minimum(c, cap)
+    queue = np.zeros_like(c)
+    for _ in range(FIXED_POINT_ITERATIONS):
+        state = _steady_steps(model, resident, p, n, ctx, budget, pp, queue)
+        life = state.steps * state.mean_step_s
+        demand = c * life / (z + life)
+        before = resident, queue
+        resident = 0.5 * resident + 0.5 * np.minimum(cap, np.maximum(demand, 1.0))
+        queue = 0.5 * queue + 0.5 * _prefill_queue_s(
+            state, resident / life, resident, model.engine.arrival_clumping
+        )
+        if np.array_equal(resident, before[0]) and np.array_equal(queue, before[1]):
+            break  # a fixed point to the last bit: further passes repeat it
+    return resident, queue
 
 
 def max_throughput(
@@ -464,18 +532,19 @@ def _closed_loop_point(
         cap = min(cap, max(float(math.floor(kv_capacity_tokens / held)), 1.0))
     pp = float(model.inventory.pipeline_parallel_size)
     ctx = p + n / 2
-    resident = min(c, cap)
-    queue = 0.0
-    clumping = model.engine.arrival_clumping
-    for _ in range(FIXED_POINT_ITERATIONS):
-        state = steady_point(fast, resident, p, n, ctx, budget, pp, queue)
-        life = state.steps * state.mean_step_s
-        demand = c * life / (z + life)
-        before = resident, queue
-        resident = 0.5 * resident + 0.5 * min(cap, max(demand, 1.0))
-        queue = 0.5 * queue + 0.5 * prefill_queue_point(state, resident / life, resident, clumping)
-        if (resident, queue) == before:
-            break  # a fixed point to the last bit: further passes repeat it
+    resident, queue = residency_point(
+        fast,
+        c,
+        cap,
+        p,
+        n,
+        ctx,
+        budget,
+        pp,
+        z,
+        model.engine.arrival_clumping,
+        FIXED_POINT_ITERATIONS,
+    )
     state = steady_point(fast, resident, p, n, ctx, budget, pp, queue)
     life = state.steps * state.mean_step_s
     rate = resident / life

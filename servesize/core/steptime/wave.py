@@ -153,9 +153,10 @@ class _Loop:
     def _step_s(self, chunks: list[tuple[int, int]], decodes: list[int]) -> float:
         """The simulator's step cost (``servesize.core.simulation.adapters``: the same
         features, the same reconstruction of the cached context from the attention work)."""
-        b = float(len(decodes))
-        p, after, left = self.p, self.after, self.left
-        ctx = float(sum(p + (after - left[r]) for r in decodes)) + b
+        count = len(decodes)
+        b = float(count)
+        # Σ (p + after − left[r]) over the decodes, in integers (exact in any order).
+        ctx = float(count * (self.p + self.after) - sum(map(self.left.__getitem__, decodes))) + b
         if not chunks:
             return self.fast.step_s(0.0, 0.0, 0.0, 0.0, b, max(ctx, b))
         t_p = float(sum(c[0] for c in chunks))
@@ -177,11 +178,13 @@ class _Loop:
         if not running and not queued:
             self.t = self.arrive[idle[0]]
             return
-        decodes = [r for r in running if ph[r] == _DECODE]
-        if len(decodes) == len(running) and not queued:
+        decodes: list[int] = []
+        partial: list[int] = []
+        for r in running:
+            (decodes if ph[r] == _DECODE else partial).append(r)
+        if not partial and not queued:
             self._decode_run(decodes)
             return
-        partial = [r for r in running if ph[r] == _PREFILL]
         room = self.budget - (0 if self.policy == "prefill_first" else len(decodes))
         chunks: list[tuple[int, int]] = []
         touched: list[tuple[int, int]] = []
@@ -233,13 +236,16 @@ class _Loop:
         if not decodes:
             return
         left, after = self.left, self.after
-        hidden = [r for r in decodes if left[r] == after]
+        if self.delay:
+            first, t = self.first, self.t
+            for r in decodes:
+                if left[r] == after:
+                    first[r] = t
+        gone: list[int] = []
         for r in decodes:
             left[r] -= 1
-        if self.delay:
-            for r in hidden:
-                self.first[r] = self.t
-        gone = [r for r in decodes if left[r] == 0]
+            if not left[r]:
+                gone.append(r)
         if gone:
             self._exit(gone)
 
@@ -261,28 +267,27 @@ class _Loop:
     def _decode_run(self, decodes: list[int]) -> None:
         """Pure-decode steps until a request finishes or the next arrival is due."""
         left, after = self.left, self.after
-        steps = min(left[r] for r in decodes)
+        steps = min(map(left.__getitem__, decodes))
         due = self.arrive[self.idle[0]] if self.idle else math.inf
-        hidden = [r for r in decodes if left[r] == after]
-        if self.delay:
-            steps = min(steps, 1) if hidden else steps
-        b = float(len(decodes))
-        ctx0 = float(sum(self.p + (after - left[r]) for r in decodes)) + b
+        hidden = [r for r in decodes if left[r] == after] if self.delay else []
+        if hidden:
+            steps = min(steps, 1)
+        count = len(decodes)
+        b = float(count)
+        ctx0 = float(count * (self.p + after) - sum(map(left.__getitem__, decodes))) + b
         contexts = [ctx0 + k * b for k in range(steps)]
         # Sequential sums, as numpy's cumsum.
         times = list(accumulate(self.fast.decode_steps_s(b, contexts)))
         # Steps end at decision times; an arrival is seen at the first one at or after it.
         take = min(bisect_left(times, due - self.t) + 1, steps)
         self.t += times[take - 1]
-        if take > 1:
-            for r in decodes:
-                left[r] -= take - 1
-        if self.delay:
-            for r in hidden:
-                self.first[r] = self.t - (times[take - 1] - times[0])
+        for r in hidden:
+            self.first[r] = self.t - (times[take - 1] - times[0])
+        gone: list[int] = []
         for r in decodes:
-            left[r] -= 1
-        gone = [r for r in decodes if left[r] == 0]
+            left[r] -= take
+            if not left[r]:
+                gone.append(r)
         if gone:
             self._exit(gone)
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from servesize.core.steptime import StepTimeModel, build_step_model, closed_loop, memo
+from servesize.core.steptime.openloop import OpenLoopEstimate, open_loop
 from servesize.core.steptime.serving import ServingEstimate
 from tests.core.sizing.fixtures import H100, LLAMA_8B
 
@@ -97,3 +98,30 @@ def test_the_memo_keeps_its_last_points_only(
     misses = memo.memo_stats()["misses"]
     _point(model, 2)  # the oldest, dropped
     assert memo.memo_stats()["misses"] == misses + 1
+
+
+def test_open_loop_answers_with_kept_grids_are_those_computed_afresh(
+    model: StepTimeModel,
+) -> None:
+    """``open_loop`` keeps its saturation point and first grid (``memo.shared_value``): rates
+    asked after others give the bits each rate gives on its own."""
+    rates = (2.0, 6.0, 11.0)
+
+    def ask(rate: float) -> OpenLoopEstimate:
+        return open_loop(
+            model,
+            arrival_rate_per_s=rate,
+            input_tokens=512,
+            output_tokens=64,
+            kv_capacity_tokens=400_000,
+        )
+
+    alone = []
+    for rate in rates:
+        memo.clear_estimates()
+        alone.append(ask(rate))
+    memo.clear_estimates()
+    in_turn = [ask(rate) for rate in rates]
+    assert in_turn == alone
+    # The three rates are three different steady states.
+    assert len({e.resident_sequences for e in in_turn}) == 3
