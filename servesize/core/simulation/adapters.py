@@ -199,19 +199,18 @@ class FastStepTimeAdapter(SingleStepTime, DecodeRunStepTime):
         """Durations of pure-decode steps of ``decode_seqs`` sequences, one per context (each
         equal to :meth:`single_step_s` ``(0, 0, B, C, B)``, the batch's terms looked up once)."""
         b = float(decode_seqs)
-        contexts = np.ravel(np.asarray(decode_context_tokens, dtype=np.float64))
-        if not (0.0 <= b < _INF) or (
-            contexts.size and not (_min(contexts) >= 0.0 and _max(contexts) < _INF)
-        ):
-            low, high = (contexts.min(), contexts.max()) if contexts.size else (None, None)
+        # Python floats throughout: the same values as the array round trip (an integer context
+        # converts exactly, ``max`` keeps NaN as ``np.maximum`` does), without its numpy calls.
+        contexts: list[float] = np.ravel(decode_context_tokens).tolist()
+        if not (0.0 <= b < _INF) or not all(0.0 <= c < _INF for c in contexts):
+            low, high = (min(contexts), max(contexts)) if contexts else (None, None)
             raise ValueError(
                 f"step features must be finite and >= 0, got decode_seqs={b}, "
                 f"decode_context_tokens in [{low}, {high}]"
             )
-        durations = np.array(
-            self.fast.decode_steps_s(b, np.maximum(contexts, b).tolist()), dtype=np.float64
-        )
-        return np.maximum(durations, MIN_STEP_S)
+        floor = MIN_STEP_S
+        steps = self.fast.decode_steps_s(b, [c if c > b else b for c in map(float, contexts)])
+        return np.array([d if d > floor else max(d, floor) for d in steps], dtype=np.float64)
 
 
 def steptime_adapter(
