@@ -6,9 +6,10 @@ H100 rows with the datasheet roofline and with the measured H100 kernel tables, 
 the datasheet roofline, all under the fitted engine constants (MoE rows with attention
 data-parallel, then again with attention tensor-parallel on the H100 tables and the H200
 datasheet: the page's YAML does not settle which ran, :mod:`servesize.calibration.offline`),
-prints measured vs predicted per row and MAPE / median / p90 of the absolute error and the mean
-signed error for dense and MoE models and for each MoE model, then the MoE layer model's errors
-on ``moe.csv`` (fitted on the Qwen3-30B-A3B shapes, Mixtral-8x7B held out).
+prints measured vs predicted per row (with the predicted residency, the mean step and the
+step the published figure implies at that residency) and MAPE / median / p90 of the absolute
+error and the mean signed error for dense and MoE models and for each MoE model, then the MoE
+layer model's errors on ``moe.csv`` (fitted on the Qwen3-30B-A3B shapes, Mixtral-8x7B held out).
 """
 
 from __future__ import annotations
@@ -28,17 +29,25 @@ from servesize.calibration import (
 from servesize.core.steptime import DEFAULT_MOE_KERNEL
 
 
+def _implied_step_ms(p: OfflinePrediction) -> float:
+    """The mean step the published figure implies at the predicted residency:
+    ``step · predicted / measured`` (same sequences resident, same output per step)."""
+    measured = p.row.output_throughput_tokens_per_s
+    return p.step_time_s * 1e3 * p.predicted_tokens_per_s / measured
+
+
 def _print_rows(label: str, predictions: list[OfflinePrediction]) -> None:
     print(f"\n[{label}] output tokens/s, all GPUs of the group")
     print(f"  {'model':18s} {'GPUs':>4s} {'ISL/OSL':>11s} {'measured':>9s} {'predicted':>9s} "
-          f"{'error':>7s} {'resident':>8s} {'step ms':>8s}")  # fmt: skip
+          f"{'error':>7s} {'resident':>8s} {'step ms':>8s} {'implied':>8s}")  # fmt: skip
     for p in predictions:
         r = p.row
         lengths = f"{r.input_tokens}/{r.output_tokens}"
         print(
             f"  {r.model:18s} {r.num_gpus:4d} {lengths:>11s} "
             f"{r.output_throughput_tokens_per_s:9.0f} {p.predicted_tokens_per_s:9.0f} "
-            f"{p.error_percent:+6.1f}% {p.resident_sequences:8.0f} {p.step_time_s * 1e3:8.1f}"
+            f"{p.error_percent:+6.1f}% {p.resident_sequences:8.0f} {p.step_time_s * 1e3:8.1f} "
+            f"{_implied_step_ms(p):8.1f}"
         )
     print(f"  {'':18s} {'rows':>4s} {'MAPE %':>8s} {'median':>7s} {'p90':>7s} {'signed':>7s}")
     groups: list[tuple[str, list[OfflinePrediction]]] = [
