@@ -400,4 +400,3 @@ def launch_plan(
         placeholders=tuple(dict(places).items()),
         notes=tuple(notes),
     )
-
