@@ -134,6 +134,8 @@ class CeleryJobExecutor(JobExecutor):
     A subclass of the embedded executor for the routes' sake (``submit``, ``cancel``,
     ``shutdown``, ``fail_unfinished``); it starts no process pool."""
 
+    local_pool = False
+
     def __init__(self, factory: sessionmaker[Session], *, settings: Settings) -> None:
         super().__init__(factory, task=compute, workers=1, lease_s=settings.job_lease_s)
         self.celery = make_celery(settings)

@@ -19,6 +19,7 @@ from servesize.api.routes.simulate import _simulate, check_replicas
 from servesize.api.routes.sizing import _check_prices, _Hardware, _hardware, _size
 from servesize.api.routes.slo import _capacity, search_runs
 from servesize.api.routes.sweep_tasks import SweepInputs, prepare_sweep, run_sweep
+from servesize.core.sizing import TaskMap, serial_map
 from servesize.schemas.base import RequestModel
 from servesize.schemas.simulate import SimulateRequest
 from servesize.schemas.sizing import SizingRequest
@@ -47,37 +48,43 @@ def prepare(kind: str, body: RequestModel, lookups: LookupCache) -> Any:
 
 
 def compute(
-    kind: str, request: dict[str, Any], inputs: Any, report: Callable[[int, int | None], None]
+    kind: str,
+    request: dict[str, Any],
+    inputs: Any,
+    report: Callable[[int, int | None], None],
+    map_tasks: TaskMap = serial_map,
 ) -> dict[str, Any]:
-    """The synchronous endpoint's response body for ``request`` (runs in a pool worker).
+    """The synchronous endpoint's response body for ``request`` (in a pool worker, or for a
+    sizing or sweep on a driver thread with ``map_tasks`` running its pieces).
 
     ``report(done, total)``: a capacity search reports each simulation against the most it may
     run (:func:`~servesize.api.routes.slo.search_runs`) and, when it ends, ``(runs, runs)``;
-    a sweep its combinations done; sizing and simulation report nothing (progress stays
-    null)."""
+    a sweep its combinations done; a sizing its candidates screened; a simulation nothing
+    (progress stays null)."""
     if kind == "sweep":
         assert isinstance(inputs, SweepInputs)
-        return run_sweep(request, inputs, report)
+        return run_sweep(request, inputs, report, map_tasks)
     if kind == "sizing":
         model, hardware = inputs
         assert isinstance(model, ResolvedModel)
         assert isinstance(hardware, _Hardware)
-        answer: Any = _size(SizingRequest.model_validate(request), model, hardware)
+        body = SizingRequest.model_validate(request)
+        answer: Any = _size(body, model, hardware, map_tasks, report)
     elif kind == "simulate":
         assert isinstance(inputs, ReplicaInputs)
         answer = _simulate(SimulateRequest.model_validate(request), inputs)
     else:
         assert kind == "capacity"
         assert isinstance(inputs, ReplicaInputs)
-        body = SloCapacityRequest.model_validate(request)
-        most = search_runs(body)
+        capacity = SloCapacityRequest.model_validate(request)
+        most = search_runs(capacity)
         runs: list[int] = [0]
 
         def on_probe(done: int) -> None:
             runs[0] = done
             report(done, most)
 
-        answer = _capacity(body, inputs, on_probe)
+        answer = _capacity(capacity, inputs, on_probe)
         report(runs[0], runs[0])
     out: dict[str, Any] = answer.model_dump(mode="json", by_alias=True)
     return out

@@ -11,8 +11,10 @@ versions) and the ids of the measurements read for them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
@@ -21,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from servesize.api.compute import GatesDep
 from servesize.api.deps import LookupsDep, OptionalKeyDep, ReadAccess
 from servesize.api.errors import UnprocessableError, json_pointer
+from servesize.api.jobs import JobExecutor
 from servesize.api.lookups import HardwareEntry, LookupCache
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.plan_views import check_plans_write, manifests_for, store_plan
@@ -36,7 +39,9 @@ from servesize.core.sizing import (
     SearchSpace,
     SizingTooLargeError,
     SizingTraffic,
+    TaskMap,
     default_max_model_len,
+    serial_map,
     size,
     upper_tokens,
     zero_load_infeasibility,
@@ -292,8 +297,15 @@ def _sizing_traffic(traffic: SizingTrafficIn, clip: int) -> SizingTraffic:
     )
 
 
-def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> SizingResponse:
-    """Run the core sizing search; its refusals as problems."""
+def _size(
+    body: SizingRequest,
+    model: ResolvedModel,
+    hardware: _Hardware,
+    map_tasks: TaskMap = serial_map,
+    progress: Callable[[int, int], None] | None = None,
+) -> SizingResponse:
+    """Run the core sizing search (its pieces through ``map_tasks``; ``progress`` with
+    candidates screened, total); its refusals as problems."""
     cand, traffic = body.candidates, body.traffic
     _check_knobs(cand, model.architecture.max_position_embeddings)
     lengths = cand.max_model_len or [
@@ -315,6 +327,8 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
             calibrated=body.calibrated,
             power=hardware.power,
             rank_by=body.rank_by,
+            map_tasks=map_tasks,
+            progress=progress,
         )
     except SizingTooLargeError as exc:
         raise UnprocessableError(
@@ -333,9 +347,12 @@ def _size(body: SizingRequest, model: ResolvedModel, hardware: _Hardware) -> Siz
 
 
 def _cached_size(
-    body: SizingRequest, inputs: tuple[ResolvedModel, _Hardware], cache: SizingCache
+    body: SizingRequest,
+    inputs: tuple[ResolvedModel, _Hardware],
+    cache: SizingCache,
+    pieces: Callable[[], TaskMap] = lambda: serial_map,
 ) -> SizingResponse:
-    """The answer from the cache, else a fresh search (then cached)."""
+    """The answer from the cache, else a fresh search on ``pieces()`` (then cached)."""
     model, hardware = inputs
     key = sizing_key(
         body=body.model_dump(mode="json"),
@@ -347,7 +364,7 @@ def _cached_size(
     )
     answer = cache.get(key)
     if answer is None:
-        answer = _size(body, model, hardware)
+        answer = _size(body, model, hardware, pieces())
         cache.put(key, answer)
     return answer
 
@@ -405,6 +422,15 @@ def _with_manifests(
     return answer.model_copy(update={"manifests": out, "warnings": warnings})
 
 
+def _sync_pieces(request: Request) -> TaskMap:
+    """The embedded job pool's map (``SYNC_POOL``), else this thread's."""
+    jobs = getattr(request.app.state, "jobs", None)
+    settings = getattr(request.app.state, "settings", None)
+    if isinstance(jobs, JobExecutor) and jobs.local_pool and getattr(settings, "sync_pool", False):
+        return jobs.task_map()
+    return serial_map
+
+
 @router.post(
     "/sizing",
     response_model=SizingResponse,
@@ -440,7 +466,10 @@ async def sizing(
         inputs.append(found)
         return found
 
-    answer = await gates.heavy.run(request, lambda found: _cached_size(body, found, cache), lookup)
+    pieces = partial(_sync_pieces, request)
+    answer = await gates.heavy.run(
+        request, lambda found: _cached_size(body, found, cache, pieces), lookup
+    )
     if owner is None:
         return _with_manifests(answer, body, inputs[0]) if manifests else answer
     model, hardware = inputs[0]
