@@ -251,6 +251,9 @@ class JobExecutor:
 
     local_pool = True
     """Whether :meth:`task_map` runs pieces on this process's own pool."""
+    detached = False
+    """Set when the process stops leaving its jobs to the next (broker jobs): outcomes of
+    stopped drivers are not written."""
 
     def __init__(
         self,
@@ -395,7 +398,13 @@ class JobExecutor:
         future.add_done_callback(lambda done: self._finished(job_id, done))
 
     def _drive(
-        self, job_id: str, kind: str, request: dict[str, Any], inputs: Any, cancel: _Flag
+        self,
+        job_id: str,
+        kind: str,
+        request: dict[str, Any],
+        inputs: Any,
+        cancel: _Flag,
+        pieces: TaskMap | None = None,
     ) -> dict[str, Any]:
         """A driven job on this thread, its pieces on the pool: the outcome as
         :func:`run_task` gives it (a broken pool propagates: the job fails as its worker)."""
@@ -410,9 +419,10 @@ class JobExecutor:
                 progress[:] = [(done, total)]
                 self._write(job_id, partial(_progress, job_id=job_id, done=done, total=total))
 
-        pieces = PoolMap(self._pool_submit, cancel)
         try:
-            result = self._task(kind, request, inputs, report, pieces)
+            result = self._task(
+                kind, request, inputs, report, pieces or PoolMap(self._pool_submit, cancel)
+            )
             outcome: dict[str, Any] = {"state": "succeeded", "result": result}
         except ComputeInterrupted:
             outcome = {"state": "cancelled"}
@@ -468,7 +478,7 @@ class JobExecutor:
     def _finished(self, job_id: str, future: Future[dict[str, Any]]) -> None:
         self._jobs.pop(job_id, None)
         self.pids.pop(job_id, None)
-        if future.cancelled():
+        if future.cancelled() or self.detached:  # detached: the next process re-attaches
             return  # dropped from the queue by DELETE, which stored the state
         exc = future.exception()
         if exc is not None:  # the worker process died (BrokenProcessPool) or did not pickle

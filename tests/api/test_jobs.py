@@ -136,6 +136,9 @@ def test_a_job_answers_what_the_synchronous_endpoint_answers(
         full, rest = divmod(result["simulated_requests"] - 15 * short, 60)
         assert rest == 0
         assert done["progress"] == {"done": full + short, "total": full + short, "eta_s": None}
+    elif kind == "sizing":
+        # One GPU × TP 1 × one budget × one KV dtype: one candidate, screened.
+        assert done["progress"] == {"done": 1, "total": 1, "eta_s": None}
     else:
         assert done["progress"] is None
 

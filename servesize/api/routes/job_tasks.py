@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from servesize.api.lookups import LookupCache
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.replica_resolver import ReplicaInputs, request_inputs
@@ -21,12 +23,13 @@ from servesize.api.routes.slo import _capacity, search_runs
 from servesize.api.routes.sweep_tasks import SweepInputs, prepare_sweep, run_sweep
 from servesize.core.sizing import TaskMap, serial_map
 from servesize.schemas.base import RequestModel
+from servesize.schemas.jobs import JobIn
 from servesize.schemas.simulate import SimulateRequest
 from servesize.schemas.sizing import SizingRequest
 from servesize.schemas.slo import SloCapacityRequest
 from servesize.schemas.sweep import SweepRequest
 
-__all__ = ["compute", "prepare"]
+__all__ = ["compute", "prepare", "prepare_stored"]
 
 
 def prepare(kind: str, body: RequestModel, lookups: LookupCache) -> Any:
@@ -88,3 +91,10 @@ def compute(
         report(runs[0], runs[0])
     out: dict[str, Any] = answer.model_dump(mode="json", by_alias=True)
     return out
+
+
+def prepare_stored(lookups: LookupCache, kind: str, request: dict[str, Any]) -> Any:
+    """:func:`prepare` for a job's stored request (JSON), as when it was submitted: what an
+    API process re-attaching to a job left by another needs."""
+    job = TypeAdapter(JobIn).validate_python({"kind": kind, "request": request})
+    return prepare(kind, job.request, lookups)
