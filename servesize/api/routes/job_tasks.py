@@ -96,5 +96,10 @@ def compute(
 def prepare_stored(lookups: LookupCache, kind: str, request: dict[str, Any]) -> Any:
     """:func:`prepare` for a job's stored request (JSON), as when it was submitted: what an
     API process re-attaching to a job left by another needs."""
+    if kind == "sweep":  # the stored body has every default; the sweep's axes set these two
+        candidates = dict(request.get("candidates") or {})
+        for axis in ("hardware", "engines"):
+            candidates.pop(axis, None)
+        request = request | {"candidates": candidates}
     job = TypeAdapter(JobIn).validate_python({"kind": kind, "request": request})
     return prepare(kind, job.request, lookups)

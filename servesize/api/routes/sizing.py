@@ -431,6 +431,14 @@ def _sync_pieces(request: Request) -> TaskMap:
     return serial_map
 
 
+def _search(
+    request: Request, body: SizingRequest, cache: SizingCache
+) -> Callable[[tuple[ResolvedModel, _Hardware]], SizingResponse]:
+    """The gate's computation: the cached answer, else a search on :func:`_sync_pieces`."""
+    pieces = partial(_sync_pieces, request)
+    return lambda found: _cached_size(body, found, cache, pieces)
+
+
 @router.post(
     "/sizing",
     response_model=SizingResponse,
@@ -466,10 +474,7 @@ async def sizing(
         inputs.append(found)
         return found
 
-    pieces = partial(_sync_pieces, request)
-    answer = await gates.heavy.run(
-        request, lambda found: _cached_size(body, found, cache, pieces), lookup
-    )
+    answer = await gates.heavy.run(request, _search(request, body, cache), lookup)
     if owner is None:
         return _with_manifests(answer, body, inputs[0]) if manifests else answer
     model, hardware = inputs[0]
