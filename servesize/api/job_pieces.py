@@ -21,13 +21,15 @@ A piece that fails makes the map raise the failure of the first failed piece in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from servesize.api.compute import ComputeInterrupted, _Ticket
 
-__all__ = ["POLL_S", "PieceCancelledError", "PoolMap", "run_piece"]
+__all__ = ["POLL_S", "PieceCancelledError", "PoolMap", "run_piece", "watched"]
 
 POLL_S = 0.05
 """How often a waiting driver looks at its pieces and its cancel flag."""
@@ -47,10 +49,32 @@ class _Submit(Protocol):
     def __call__(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]: ...
 
 
+@contextmanager
+def watched(cancel: _Flag, ticket: _Ticket[Any, Any], name: str) -> Iterator[None]:
+    """While the body runs, a watcher thread interrupts ``ticket`` once ``cancel`` is set
+    (or once the API process holding the flag has gone)."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        try:
+            while not stop.is_set():
+                if cancel.wait(POLL_S):
+                    ticket.interrupt("cancelled")
+                    return
+        except (OSError, EOFError):  # the API process (and its manager) went away
+            ticket.interrupt("cancelled")
+
+    watcher = threading.Thread(target=watch, name=f"cancel-{name}", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+
+
 def run_piece(fn: Callable[[Any], Any], item: Any, cancel: _Flag | None) -> Any:
     """``fn(item)`` in a pool worker, stopped when ``cancel`` is set."""
-    from servesize.api.jobs import watched  # the worker imports it once
-
     if cancel is None:
         return fn(item)
     if cancel.is_set():

@@ -43,7 +43,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime, timedelta
@@ -55,7 +55,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from servesize.api.compute import ComputeInterrupted, _Ticket
 from servesize.api.errors import ApiError
-from servesize.api.job_pieces import PoolMap
+from servesize.api.job_pieces import PoolMap, watched
 from servesize.api.problems import problem_body
 from servesize.core.errors import FieldIssue, PlanningError
 from servesize.core.replica import ReplicaError
@@ -166,30 +166,6 @@ def problem_of(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, PlanningError):
         return problem_body(422, "planning-error", str(exc))
     return problem_body(500, "internal-error", f"the job failed: {type(exc).__name__}")
-
-
-@contextlib.contextmanager
-def watched(cancel: _Flag, ticket: _Ticket[Any, Any], name: str) -> Iterator[None]:
-    """While the body runs, a watcher thread interrupts ``ticket`` once ``cancel`` is set
-    (or once the API process holding the flag has gone)."""
-    stop = threading.Event()
-
-    def watch() -> None:
-        try:
-            while not stop.is_set():
-                if cancel.wait(CANCEL_POLL_S):
-                    ticket.interrupt("cancelled")
-                    return
-        except (OSError, EOFError):  # the API process (and its manager) went away
-            ticket.interrupt("cancelled")
-
-    watcher = threading.Thread(target=watch, name=f"cancel-{name}", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        watcher.join()
 
 
 def run_task(
