@@ -12,8 +12,14 @@ simulation — three ways in one run, each on a fresh application over a fresh S
 It prints the wall time of each, the speed-up of two worker processes over one (target ≥ 1.8×
 on 2 cores) and over the synchronous endpoint, the job overhead per task ((one-worker job wall
 − synchronous wall) / tasks: broker, pickling, polling) and whether every row equals its
-synchronous sizing. The broker is ``BROKER_URL`` (default ``redis://127.0.0.1:6379/0``); when
-it is unreachable only the synchronous pass runs. It never fails on a timing.
+synchronous sizing. Then the embedded pool (no broker): the same sweep as a job with
+``JOB_WORKERS`` 1 and 2, and one ``POST /v1/sizing`` alone against two at once on the pool
+(``SYNC_POOL``; "about one each, not 2×": the pair's wall near one in-thread sizing's on 2
+cores, where threads sharing one interpreter take two). The synchronous pass of the first
+part runs in the request's thread (``SYNC_POOL=false``), as a service without the pool
+would. Prints the load average. The broker is ``BROKER_URL`` (default
+``redis://127.0.0.1:6379/0``); when it is unreachable only the synchronous pass runs. It
+never fails on a timing.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +102,8 @@ def _clean(value: Any) -> Any:
 
 def synchronous(bodies: list[dict[str, Any]]) -> tuple[float, list[Any]]:
     url, _ = _fresh_db()
-    with TestClient(create_app(Settings(database_url=url, rate_limit_per_minute=0))) as client:
+    settings = Settings(database_url=url, rate_limit_per_minute=0, sync_pool=False)
+    with TestClient(create_app(settings)) as client:
         started = time.perf_counter()
         answers = [client.post("/v1/sizing", json=b) for b in bodies]
         wall_s = time.perf_counter() - started
@@ -147,9 +155,46 @@ def as_job(body: dict[str, Any], broker: str, concurrency: int) -> tuple[float, 
     return wall_s, answer
 
 
+def embedded_job(body: dict[str, Any], workers: int) -> tuple[float, dict[str, Any]]:
+    """The sweep as a job on the embedded pool of ``workers`` processes (started first)."""
+    url, token = _fresh_db()
+    settings = Settings(database_url=url, rate_limit_per_minute=0, job_workers=workers)
+    headers = {"Authorization": f"Bearer {token}"}
+    with TestClient(create_app(settings)) as client:
+        client.app.state.jobs.task_map()(abs, list(range(workers)))  # type: ignore[attr-defined]
+        started = time.perf_counter()
+        job = client.post("/v1/jobs", json={"kind": "sweep", "request": body}, headers=headers)
+        job_id = job.json()["id"]
+        while job.json()["state"] in {"queued", "running"}:
+            time.sleep(0.1)
+            job = client.get(f"/v1/jobs/{job_id}", headers=headers)
+        return time.perf_counter() - started, job.json()
+
+
+def concurrent_sizings(body: dict[str, Any]) -> tuple[float, float, bool]:
+    """One ``/v1/sizing`` alone, then two at once, on the embedded pool (2 processes)."""
+    url, _ = _fresh_db()
+    settings = Settings(database_url=url, rate_limit_per_minute=0, job_workers=2)
+    with TestClient(create_app(settings)) as client:
+        client.app.state.jobs.task_map()(abs, [1, 2])  # type: ignore[attr-defined]
+        other = body | {"traffic": body["traffic"] | {"seed": 1}}  # no cached answer
+        third = body | {"traffic": body["traffic"] | {"seed": 2}}
+        started = time.perf_counter()
+        alone = client.post("/v1/sizing", json=body)
+        alone_s = time.perf_counter() - started
+        with ThreadPoolExecutor(2) as pool:
+            started = time.perf_counter()
+            pair = list(pool.map(lambda b: client.post("/v1/sizing", json=b), [other, third]))
+            pair_s = time.perf_counter() - started
+    ok = alone.status_code == 200 and all(p.status_code == 200 for p in pair)
+    return alone_s, pair_s, ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=int, default=2, choices=(1, 2))
+    parser.add_argument("--no-embedded", dest="embedded", action="store_false")
+    parser.add_argument("--no-broker", dest="broker", action="store_false")
     args = parser.parse_args(sys.argv[1:] if __name__ == "__main__" else [])
     body = sweep(args.models)
     combos = len(body["models"]) * len(GPUS) * len(TRAFFIC)
@@ -157,13 +202,18 @@ def main() -> None:
     for values in CANDIDATES.values():
         per *= len(values)
     print(f"jobs: sweep of {combos} sizings × {per} candidates = {combos * per} candidates")
+    print(f"  load before: {os.getloadavg()[0]:.2f} (1 min), cores {os.cpu_count()}")
     url, _ = _fresh_db()
     with TestClient(create_app(Settings(database_url=url))) as client:
         lookups = client.app.state.lookups  # type: ignore[attr-defined]
         inputs = prepare_sweep(SweepRequest.model_validate(body), lookups)  # the job's bodies
     sync_s, sync = synchronous(inputs.requests)
     print(f"  synchronous /v1/sizing, one after another: {sync_s:.1f} s")
+    if args.embedded:
+        embedded(body, inputs.requests[0], sync, sync_s)
     broker = os.environ.get("BROKER_URL") or "redis://127.0.0.1:6379/0"
+    if not args.broker:
+        return
     try:
         with Connection(broker, connect_timeout=3) as conn:
             conn.ensure_connection(max_retries=1)
@@ -190,6 +240,32 @@ def main() -> None:
         f"  job overhead per task (1-worker job − synchronous) / {combos}: "
         f"{(walls[1] - sync_s) / combos * 1000:.0f} ms"
     )
+
+
+def embedded(body: dict[str, Any], one: dict[str, Any], sync: list[Any], sync_s: float) -> None:
+    walls: dict[int, float] = {}
+    for workers in (1, 2):
+        wall_s, job = embedded_job(body, workers)
+        walls[workers] = wall_s
+        rows = job["result"]["results"] if job["state"] == "succeeded" else []
+        same = len(rows) == len(sync) and all(
+            _clean(r["sizing"]) == _clean(s) for r, s in zip(rows, sync, strict=True)
+        )
+        print(
+            f"  embedded pool, sweep job on {workers} process(es): {wall_s:.1f} s, "
+            f"state {job['state']}, rows equal the synchronous sizings: {same}"
+        )
+    print(
+        f"  embedded speed-up 2 vs 1 processes: {walls[1] / walls[2]:.2f}×; "
+        f"2 processes vs synchronous in-thread: {sync_s / walls[2]:.2f}×"
+    )
+    alone_s, pair_s, ok = concurrent_sizings(one)
+    print(
+        f"  /v1/sizing on the pool: one alone {alone_s:.1f} s, two at once {pair_s:.1f} s "
+        f"(pair / single {pair_s / alone_s:.2f}; serial threads would be ~2 × the in-thread "
+        f"single {sync_s / len(sync):.1f} s); all 200: {ok}"
+    )
+    print(f"  load after: {os.getloadavg()[0]:.2f} (1 min)")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     job_workers: int | None = Field(default=None, ge=1, le=256)
     """Processes of the embedded job pool (``POST /v1/jobs``); unset: ``os.cpu_count()``."""
 
+    sync_pool: bool = True
+    """Synchronous sizings (``POST /v1/sizing``) screen and simulate on the embedded job pool
+    (all cores, shared with the jobs); false, or with ``BROKER_URL`` set: in the request's
+    worker thread."""
+
     workers: int = Field(default=1, ge=1, le=64)
     """API processes ``servesize serve`` starts (uvicorn workers on one socket). Above 1, rate
     limits, the sizing answer cache and job state are shared through the state store, and

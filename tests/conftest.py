@@ -88,7 +88,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, rate_limit_per_minute=0)
+    return Settings(database_url=database_url, rate_limit_per_minute=0, sync_pool=False)
 
 
 @pytest.fixture
@@ -97,7 +97,11 @@ def make_client(database_url: str) -> Iterator[Callable[..., TestClient]]:
     clients: list[TestClient] = []
 
     def build(**overrides: object) -> TestClient:
-        fields: dict[str, object] = {"database_url": database_url, "rate_limit_per_minute": 0}
+        fields: dict[str, object] = {
+            "database_url": database_url,
+            "rate_limit_per_minute": 0,
+            "sync_pool": False,  # a pool of processes per test app is seconds; opted into
+        }
         fields.update(overrides)
         client = TestClient(create_app(Settings.model_validate(fields)))
         client.__enter__()

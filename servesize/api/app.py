@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from servesize import __version__
-from servesize.api.celery_jobs import job_executor
+from servesize.api.celery_jobs import CeleryJobExecutor, job_executor
 from servesize.api.compute import ComputeGate, Gates
 from servesize.api.errors import install_error_handlers
 from servesize.api.html_reports import HtmlReportMiddleware
@@ -51,6 +52,7 @@ from servesize.api.routes import (
     slo,
     traces,
 )
+from servesize.api.routes.job_tasks import prepare_stored
 from servesize.api.routes.models import CatalogIndex
 from servesize.api.shared_state import CounterStore, shared_stores
 from servesize.api.sizing_cache import SizingCache
@@ -126,6 +128,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         jobs = job_executor(app.state.sessionmaker, settings)
+        if isinstance(jobs, CeleryJobExecutor):  # jobs left by a stopped process re-attach
+            jobs.prepare = partial(prepare_stored, app.state.lookups)
         await run_in_threadpool(jobs.fail_unfinished)
         jobs.start_heartbeat()
         app.state.jobs = jobs

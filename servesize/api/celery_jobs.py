@@ -27,20 +27,31 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from celery import Celery, group
+from celery import Celery, Task, group
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.result import AsyncResult, GroupResult
 from celery.states import FAILURE, PENDING, READY_STATES, REVOKED, SUCCESS
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from servesize.api.jobs import JobExecutor, problem_of, restart_problem
+from servesize.api.celery_pieces import PIECE_TASK, CeleryMap
+from servesize.api.jobs import (
+    _LIVE_EXECUTORS,
+    DRIVER_THREADS,
+    JobExecutor,
+    owner_gone,
+    problem_of,
+)
 from servesize.api.problems import problem_body
 from servesize.api.routes.job_tasks import compute
 from servesize.api.routes.sweep_tasks import SweepInputs, assemble, size_one
+from servesize.db.connection import transaction
 from servesize.db.repository import JobRepository
 from servesize.db.types import utc_now
 from servesize.settings import Settings
@@ -51,6 +62,8 @@ log = logging.getLogger("servesize.jobs")
 
 SIZING_TASK = "servesize.sizing"
 JOB_TASK = "servesize.job"
+PROGRESS = "PROGRESS"
+"""The state a ``servesize.job`` task reports its progress in (meta ``{"done", "total"}``)."""
 POLL_S = 0.2
 """How often the monitor reads the state of unfinished tasks."""
 LOST_GRACE_S = 30.0
@@ -80,8 +93,9 @@ def make_celery(settings: Settings) -> Celery:
     app.conf.update(
         task_serializer="pickle",
         accept_content=["pickle", "json"],
-        result_serializer="json",
-        result_accept_content=["json"],
+        # Piece results are plans and compiled replicas (trusted backend, as the broker).
+        result_serializer="pickle",
+        result_accept_content=["pickle", "json"],
         task_acks_late=True,
         task_track_started=True,
         task_soft_time_limit=soft,
@@ -103,11 +117,35 @@ def make_celery(settings: Settings) -> Celery:
         except SoftTimeLimitExceeded:
             return {"problem": _time_limit_problem(soft)}
 
-    @app.task(name=JOB_TASK, shared=False, acks_late=True, soft_time_limit=soft, time_limit=hard)
-    def job_task(kind: str, request: dict[str, Any], inputs: Any) -> dict[str, Any]:
-        """A whole sizing, capacity search or simulation: ``{"result"}`` or ``{"error"}``."""
+    @app.task(name=PIECE_TASK, shared=False, acks_late=True, soft_time_limit=soft, time_limit=hard)
+    def piece_task(fn: Callable[[Any], Any], item: Any) -> Any:
+        """One piece of a sizing (:mod:`servesize.api.celery_pieces`): ``fn(item)``."""
+        return fn(item)
+
+    @app.task(
+        name=JOB_TASK,
+        bind=True,
+        shared=False,
+        acks_late=True,
+        soft_time_limit=soft,
+        time_limit=hard,
+    )
+    def job_task(
+        self: Task[Any, Any], kind: str, request: dict[str, Any], inputs: Any
+    ) -> dict[str, Any]:
+        """A capacity search or simulation (a sizing sent whole by an older API):
+        ``{"result"}`` or ``{"error"}``; progress as state ``PROGRESS`` with ``{"done",
+        "total"}``."""
+
+        last: list[tuple[int, int | None]] = []
+
+        def report(done: int, total: int | None) -> None:
+            last[:] = [(done, total)]
+            self.update_state(state=PROGRESS, meta={"done": done, "total": total})
+
         try:
-            return {"result": compute(kind, request, inputs, lambda done, total: None)}
+            result = compute(kind, request, inputs, report)
+            return {"result": result, "progress": last[0] if last else None}
         except SoftTimeLimitExceeded:
             return {"error": _time_limit_problem(soft)}
         except Exception as exc:
@@ -126,6 +164,7 @@ class _Tracked:
     started: bool = False
     done: int = 0
     running_since: dict[int, float] = field(default_factory=dict)
+    progress: tuple[int, int | None] | None = None
 
 
 class CeleryJobExecutor(JobExecutor):
@@ -133,6 +172,8 @@ class CeleryJobExecutor(JobExecutor):
 
     A subclass of the embedded executor for the routes' sake (``submit``, ``cancel``,
     ``shutdown``, ``fail_unfinished``); it starts no process pool."""
+
+    local_pool = False
 
     def __init__(self, factory: sessionmaker[Session], *, settings: Settings) -> None:
         super().__init__(factory, task=compute, workers=1, lease_s=settings.job_lease_s)
@@ -142,11 +183,40 @@ class CeleryJobExecutor(JobExecutor):
         self._tracked: dict[str, _Tracked] = {}
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
+        self._sizing_drivers = ThreadPoolExecutor(DRIVER_THREADS, thread_name_prefix="sizing")
+        self._detaching = threading.Event()
+        self.prepare: Callable[[str, dict[str, Any]], Any] | None = None
+        """Resolves a stored job's request (the lookups of the application), so that jobs
+        left by a stopped process can be re-attached; unset: they fail as interrupted."""
 
     def submit(self, job_id: str, kind: str, request: dict[str, Any], inputs: Any) -> None:
+        self._send(job_id, kind, request, inputs, resume=False)
+
+    def _drive_sizing(self, job_id: str, request: dict[str, Any], inputs: Any) -> None:
+        """A sizing on a driver thread here, its pieces as tasks (:class:`CeleryMap`)."""
+        cancel = threading.Event()
+        pieces = CeleryMap(
+            self.celery, queue=self.queue, job_id=job_id, cancel=cancel, stop=self._detaching
+        )
+        future = self._sizing_drivers.submit(
+            self._drive, job_id, "sizing", request, inputs, cancel, pieces
+        )
+        with self._lock:
+            self._jobs[job_id] = (future, cancel)
+        future.add_done_callback(lambda done: self._finished(job_id, done))
+
+    def _send(
+        self, job_id: str, kind: str, request: dict[str, Any], inputs: Any, *, resume: bool
+    ) -> None:
+        """Send the job's tasks; ``resume``: a job another process sent, whose tasks with a
+        result or a worker are waited for and whose others (unknown: ``PENDING``) are sent
+        again under the same ids (a task is a pure function: a duplicate answers the same)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the job executor is shut down")
+        if kind == "sizing":
+            self._drive_sizing(job_id, request, inputs)
+            return
         if kind == "sweep":
             assert isinstance(inputs, SweepInputs)
             sizing = self.celery.tasks[SIZING_TASK]
@@ -154,16 +224,20 @@ class CeleryJobExecutor(JobExecutor):
                 sizing.signature((body, found), task_id=f"{job_id}.{n}", queue=self.queue)
                 for n, (body, found) in enumerate(zip(inputs.requests, inputs.inputs, strict=True))
             )
-            sent = tasks.apply_async()
-            assert isinstance(sent, GroupResult)
-            results = list(sent.results or [])
-            self._write(job_id, lambda repo: repo.progress(job_id, 0, len(results)))
+            if resume:
+                results = self._resend(list(tasks.tasks))
+            else:
+                sent = tasks.apply_async()
+                assert isinstance(sent, GroupResult)
+                results = list(sent.results or [])
+                self._write(job_id, lambda repo: repo.progress(job_id, 0, len(results)))
         else:
-            job = self.celery.tasks[JOB_TASK]
-            results = [
-                job.apply_async((kind, request, inputs), task_id=f"{job_id}.0", queue=self.queue)
-            ]
+            job = self.celery.tasks[JOB_TASK].signature(
+                (kind, request, inputs), task_id=f"{job_id}.0", queue=self.queue
+            )
+            results = self._resend([job]) if resume else [job.apply_async()]
         tracked = _Tracked(kind, request, inputs, results, [PENDING] * len(results))
+        tracked.started = resume
         with self._lock:
             self._tracked[job_id] = tracked
             if self._monitor is None:
@@ -171,9 +245,50 @@ class CeleryJobExecutor(JobExecutor):
                 self._monitor.daemon = True
                 self._monitor.start()
 
-    def future(self, job_id: str) -> None:
-        """No local futures: the work runs on the workers."""
-        return None
+    def _resend(self, signatures: list[Any]) -> list[AsyncResult[Any]]:
+        results: list[AsyncResult[Any]] = []
+        for sig in signatures:
+            result: AsyncResult[Any] = AsyncResult(sig.id, app=self.celery)
+            results.append(sig.apply_async() if result.state == PENDING else result)
+        return results
+
+    def reap(self, job_id: str | None = None) -> int:
+        """Re-attach the unfinished jobs whose process stopped (lease lapsed, or owner gone):
+        claim each one (:meth:`JobRepository.claim_interrupted`), resolve its stored request
+        again and follow its tasks (a sizing's driver runs again here). Without
+        :attr:`prepare`, or when the request no longer resolves, they fail as interrupted."""
+        if self.prepare is None or self._closed:
+            return super().reap(job_id)
+        try:
+            with transaction(self._factory) as session:
+                repo = JobRepository(session)
+                dead = [o for o in repo.active_owners() if owner_gone(o)]
+                rows = repo.claim_interrupted(
+                    self.process_id,
+                    self.lease_deadline(),
+                    now=utc_now(),
+                    dead_owners=dead,
+                    job_id=job_id,
+                )
+                claimed = [(r.id, r.kind, dict(r.request)) for r in rows]
+        except SQLAlchemyError as exc:
+            log.warning("interrupted jobs not checked: %s", type(exc).__name__)
+            return 0
+        for claimed_id, kind, request in claimed:
+            try:
+                inputs = self.prepare(kind, request)
+                self._send(claimed_id, kind, request, inputs, resume=True)
+            except Exception as exc:
+                error = problem_of(exc)
+                error["reason"] = f"not re-attached: {error.get('detail', '')}"
+                self._write(claimed_id, partial(_fail, job_id=claimed_id, error=error))
+            else:
+                log.info("job %s re-attached", claimed_id)
+        return len(claimed)
+
+    def future(self, job_id: str) -> Future[dict[str, Any]] | None:
+        """A sizing's driver (until it finishes); other kinds run on the workers only."""
+        return super().future(job_id)
 
     def task_ids(self, job_id: str) -> list[str]:
         """The ids of a tracked job's tasks (until it finishes)."""
@@ -181,7 +296,9 @@ class CeleryJobExecutor(JobExecutor):
         return [r.id for r in tracked.results] if tracked else []
 
     def cancel(self, job_id: str) -> None:
-        """Revoke every task of the job; running ones are terminated."""
+        """Revoke every task of the job; running ones are terminated (a sizing's driver
+        revokes its pieces)."""
+        super().cancel(job_id)
         with self._lock:
             tracked = self._tracked.pop(job_id, None)
         if tracked is not None:
@@ -209,8 +326,13 @@ class CeleryJobExecutor(JobExecutor):
         for i, result in enumerate(tracked.results):
             if tracked.states[i] not in READY_STATES:
                 tracked.states[i] = str(result.state)
-            if tracked.states[i] == "STARTED":
+            if tracked.states[i] in {"STARTED", PROGRESS}:
                 tracked.running_since.setdefault(i, now)
+            if tracked.states[i] == PROGRESS and isinstance(result.info, dict):
+                step = (int(result.info["done"]), result.info.get("total"))
+                if step != tracked.progress:
+                    tracked.progress = step
+                    self._write(job_id, partial(_progress, job_id=job_id, step=step))
         if not tracked.started and any(s != PENDING for s in tracked.states):
             tracked.started = True
             started_at = utc_now()
@@ -232,7 +354,9 @@ class CeleryJobExecutor(JobExecutor):
     def _end(self, job_id: str, tracked: _Tracked, state: str, **values: Any) -> None:
         with self._lock:
             self._tracked.pop(job_id, None)
-        progress = (tracked.done, len(tracked.results)) if tracked.kind == "sweep" else None
+        progress = (
+            (tracked.done, len(tracked.results)) if tracked.kind == "sweep" else tracked.progress
+        )
         self._write(
             job_id, lambda repo: repo.finish(job_id, state=state, progress=progress, **values)
         )
@@ -262,18 +386,26 @@ class CeleryJobExecutor(JobExecutor):
         elif "error" in outcomes[0]:
             self._end(job_id, tracked, "failed", error=outcomes[0]["error"])
         else:
+            if outcomes[0].get("progress"):
+                done, total = outcomes[0]["progress"]
+                tracked.progress = (int(done), total)
             self._end(job_id, tracked, "succeeded", result=outcomes[0]["result"])
 
     def shutdown(self) -> None:
-        """Fail the jobs still tracked (restart reason), revoke their tasks, stop the monitor."""
+        """Leave the jobs to the next process: stop following their tasks (they keep running
+        on the workers) and stop the sizing drivers without revoking their pieces; the jobs
+        stay ``running`` under this process's name until another process re-attaches them
+        (:meth:`reap`: at its start when this process is gone, else when the lease lapses)."""
+        self._beating.set()
+        if self._heart is not None:
+            self._heart.join(timeout=5)
+        _LIVE_EXECUTORS.discard(self.process_id)
         with self._lock:
             self._closed = True
-            jobs = dict(self._tracked)
+            self.detached = True
             self._tracked.clear()
-        problem = restart_problem()
-        for job_id, tracked in jobs.items():
-            self._write(job_id, partial(_fail, job_id=job_id, error=problem))
-            self._revoke(tracked)
+        self._detaching.set()
+        self._sizing_drivers.shutdown(wait=True, cancel_futures=True)
         self._stop.set()
         if self._monitor is not None:
             self._monitor.join(timeout=5)
@@ -281,6 +413,10 @@ class CeleryJobExecutor(JobExecutor):
         if consumer is not None:  # rpc://: its reply-queue connection
             consumer.stop()
         self.celery.close()
+
+
+def _progress(repo: JobRepository, *, job_id: str, step: tuple[int, int | None]) -> None:
+    repo.progress(job_id, step[0], step[1])
 
 
 def _fail(repo: JobRepository, *, job_id: str, error: dict[str, Any]) -> None:

@@ -44,7 +44,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime, timedelta
 from functools import partial
@@ -55,9 +55,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from servesize.api.compute import ComputeInterrupted, _Ticket
 from servesize.api.errors import ApiError
+from servesize.api.job_pieces import PoolMap, watched
 from servesize.api.problems import problem_body
 from servesize.core.errors import FieldIssue, PlanningError
 from servesize.core.replica import ReplicaError
+from servesize.core.sizing import TaskMap, serial_map
 from servesize.db.connection import transaction
 from servesize.db.repository import JobRepository
 from servesize.db.types import utc_now
@@ -80,11 +82,17 @@ _LIVE_EXECUTORS: set[str] = set()
 """Process ids of the executors running in this process (tests run several apps in one)."""
 CANCEL_POLL_S = 0.05
 """How often a worker's watcher thread checks the job's cancel flag."""
+DRIVEN_KINDS = frozenset({"sizing", "sweep"})
+"""Kinds whose search runs on a driver thread of the API process and fans its pieces out to
+the pool (:mod:`servesize.api.job_pieces`); the others run whole in one pool worker."""
+DRIVER_THREADS = 32
+"""Driver threads (each only waits on its pieces); more driven jobs queue for one."""
 
 
 class JobTask(Protocol):
-    """``task(kind, request, inputs, report) -> response body``, ``report(done, total)`` for
-    progress; module-level, so it pickles by name."""
+    """``task(kind, request, inputs, report, map_tasks) -> response body``, ``report(done,
+    total)`` for progress, ``map_tasks`` running a driven kind's pieces; module-level, so it
+    pickles by name."""
 
     def __call__(
         self,
@@ -92,6 +100,7 @@ class JobTask(Protocol):
         request: dict[str, Any],
         inputs: Any,
         report: Callable[[int, int | None], None],
+        map_tasks: TaskMap = serial_map,
     ) -> dict[str, Any]: ...
 
 
@@ -183,29 +192,14 @@ def run_task(
     ticket: _Ticket[None, dict[str, Any]] = _Ticket(
         lambda: None, lambda _: task(kind, request, inputs, report)
     )
-    stop = threading.Event()
-
-    def watch() -> None:
-        try:
-            while not stop.is_set():
-                if cancel.wait(CANCEL_POLL_S):
-                    ticket.interrupt("cancelled")
-                    return
-        except (OSError, EOFError):  # the API process (and its manager) went away
-            ticket.interrupt("cancelled")
-
-    watcher = threading.Thread(target=watch, name=f"cancel-{job_id}", daemon=True)
-    watcher.start()
     try:
-        result = ticket()
+        with watched(cancel, ticket, job_id):
+            result = ticket()
         outcome: dict[str, Any] = {"state": "succeeded", "result": result}
     except ComputeInterrupted:
         outcome = {"state": "cancelled"}
     except Exception as exc:
         outcome = {"state": "failed", "error": problem_of(exc)}
-    finally:
-        stop.set()
-        watcher.join()
     outcome["started_at"] = started_at
     outcome["progress"] = progress[0] if progress else None
     return outcome
@@ -231,6 +225,12 @@ class JobExecutor:
     unfinished jobs with :data:`RESTART_REASON`, stops the running ones and joins the pool.
     """
 
+    local_pool = True
+    """Whether :meth:`task_map` runs pieces on this process's own pool."""
+    detached = False
+    """Set when the process stops leaving its jobs to the next (broker jobs): outcomes of
+    stopped drivers are not written."""
+
     def __init__(
         self,
         factory: sessionmaker[Session],
@@ -248,8 +248,9 @@ class JobExecutor:
         self._heart: threading.Thread | None = None
         self._task = task
         self.workers = workers or os.cpu_count() or 1
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._pool: ProcessPoolExecutor | None = None
+        self._drivers: ThreadPoolExecutor | None = None
         self._manager: Any = None
         self._events: _Queue | None = None
         self._listener: threading.Thread | None = None
@@ -320,6 +321,7 @@ class JobExecutor:
             self._manager = context.Manager()
             self._events = self._manager.Queue()
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+            self._drivers = ThreadPoolExecutor(DRIVER_THREADS, thread_name_prefix="job-driver")
             self._listener = threading.Thread(
                 target=self._listen, args=(self._events,), name="job-events", daemon=True
             )
@@ -327,24 +329,86 @@ class JobExecutor:
         assert self._events is not None
         return self._pool, self._manager, self._events
 
+    def _pool_submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Submit to the pool (started if need be); a pool broken by a dead worker (its
+        futures failed) is replaced first."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the job executor is shut down")
+            pool, _, _ = self._start()
+            try:
+                return pool.submit(fn, *args)
+            except BrokenProcessPool:
+                pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = pool = ProcessPoolExecutor(
+                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+                )
+                return pool.submit(fn, *args)
+
+    def new_flag(self) -> _Flag:
+        """A cancel flag the pool's workers can read (a manager ``Event``)."""
+        with self._lock:
+            _, manager, _ = self._start()
+            flag: _Flag = manager.Event()
+            return flag
+
+    def task_map(self, cancel: _Flag | None = None) -> TaskMap:
+        """A map that runs a search's pieces on the pool (a synchronous sizing's, or a driven
+        job's), stopped by ``cancel`` (a fresh flag when none is given)."""
+        return PoolMap(self._pool_submit, cancel if cancel is not None else self.new_flag())
+
     def submit(self, job_id: str, kind: str, request: dict[str, Any], inputs: Any) -> None:
         """Queue a job whose row is already committed."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the job executor is shut down")
-            pool, manager, events = self._start()
+            _, manager, events = self._start()
             cancel: _Flag = manager.Event()
-            args = (self._task, job_id, kind, request, inputs, cancel, events)
-            try:
-                future = pool.submit(run_task, *args)
-            except BrokenProcessPool:  # a worker died: its jobs failed; start a new pool
-                pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = pool = ProcessPoolExecutor(
-                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
-                )
-                future = pool.submit(run_task, *args)
+            if kind in DRIVEN_KINDS:
+                assert self._drivers is not None
+                future = self._drivers.submit(self._drive, job_id, kind, request, inputs, cancel)
+            else:
+                args = (self._task, job_id, kind, request, inputs, cancel, events)
+                future = self._pool_submit(run_task, *args)
             self._jobs[job_id] = (future, cancel)
         future.add_done_callback(lambda done: self._finished(job_id, done))
+
+    def _drive(
+        self,
+        job_id: str,
+        kind: str,
+        request: dict[str, Any],
+        inputs: Any,
+        cancel: _Flag,
+        pieces: TaskMap | None = None,
+    ) -> dict[str, Any]:
+        """A driven job on this thread, its pieces on the pool: the outcome as
+        :func:`run_task` gives it (a broken pool propagates: the job fails as its worker)."""
+        if cancel.is_set():
+            return {"state": "cancelled", "started_at": None}
+        started_at = utc_now()
+        self._write(job_id, partial(_mark_started, job_id=job_id, started_at=started_at))
+        progress: list[tuple[int, int | None]] = []
+
+        def report(done: int, total: int | None) -> None:
+            if progress != [(done, total)]:
+                progress[:] = [(done, total)]
+                self._write(job_id, partial(_progress, job_id=job_id, done=done, total=total))
+
+        try:
+            result = self._task(
+                kind, request, inputs, report, pieces or PoolMap(self._pool_submit, cancel)
+            )
+            outcome: dict[str, Any] = {"state": "succeeded", "result": result}
+        except ComputeInterrupted:
+            outcome = {"state": "cancelled"}
+        except BrokenProcessPool:
+            raise
+        except Exception as exc:
+            outcome = {"state": "failed", "error": problem_of(exc)}
+        outcome["started_at"] = started_at
+        outcome["progress"] = progress[0] if progress else None
+        return outcome
 
     def future(self, job_id: str) -> Future[dict[str, Any]] | None:
         """The future of a job this process runs (until it has finished)."""
@@ -390,7 +454,7 @@ class JobExecutor:
     def _finished(self, job_id: str, future: Future[dict[str, Any]]) -> None:
         self._jobs.pop(job_id, None)
         self.pids.pop(job_id, None)
-        if future.cancelled():
+        if future.cancelled() or self.detached:  # detached: the next process re-attaches
             return  # dropped from the queue by DELETE, which stored the state
         exc = future.exception()
         if exc is not None:  # the worker process died (BrokenProcessPool) or did not pickle
@@ -427,6 +491,8 @@ class JobExecutor:
             self._write(job_id, partial(_finish, job_id=job_id, state="failed", error=problem))
         for job_id in jobs:
             self.cancel(job_id)
+        if self._drivers is not None:
+            self._drivers.shutdown(wait=True, cancel_futures=True)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         if self._events is not None:

@@ -12,10 +12,25 @@ They carry no HTTP status: ``servesize.api.errors`` maps them to responses.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+
+def _rebuilt(cls: type[PlanningError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """An error rebuilt from its message and attributes, without its constructor."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class PlanningError(Exception):
-    """Base class for expected, explainable planning outcomes (not bugs)."""
+    """Base class for expected, explainable planning outcomes (not bugs).
+
+    Pickles by its message and attributes (not its constructor's arguments), so a subclass
+    with a constructor of its own crosses a process boundary (a sizing's tasks) intact."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
 
 
 @dataclass(frozen=True, slots=True)

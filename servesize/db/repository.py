@@ -386,6 +386,39 @@ class JobRepository:
         )
         return int(getattr(done, "rowcount", 0))
 
+    def claim_interrupted(
+        self,
+        owner_process: str,
+        expires_at: datetime,
+        *,
+        now: datetime,
+        dead_owners: Sequence[str] = (),
+        job_id: str | None = None,
+    ) -> list[Job]:
+        """Take over the unfinished jobs :meth:`fail_interrupted` would fail: each one whose
+        owner is still the one read is given to ``owner_process`` with a fresh lease (a
+        conditional update, so two processes never claim one job); returns those claimed."""
+        lapsed = Job.lease_expires_at < now
+        query = select(Job).where(
+            Job.state.in_(ACTIVE_JOB_STATES),
+            Job.owner_process.is_not(None),
+            Job.owner_process != owner_process,
+            or_(lapsed, Job.owner_process.in_(dead_owners)) if dead_owners else lapsed,
+        )
+        if job_id is not None:
+            query = query.where(Job.id == job_id)
+        claimed: list[Job] = []
+        for row in self.session.scalars(query).all():
+            done = self.session.execute(
+                update(Job)
+                .where(Job.id == row.id, Job.owner_process == row.owner_process)
+                .values(owner_process=owner_process, lease_expires_at=expires_at)
+                .execution_options(synchronize_session=False)
+            )
+            if getattr(done, "rowcount", 0):
+                claimed.append(row)
+        return claimed
+
     def fail_unowned(self, error: dict[str, Any]) -> int:
         """Fail unfinished jobs that name no owner process (left by a version that ran one
         process); returns how many."""

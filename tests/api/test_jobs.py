@@ -336,3 +336,33 @@ def test_stopping_the_service_during_a_job_fails_it_with_the_restart_reason(
     assert job["state"] == "failed"
     assert job["error"]["reason"] == RESTART_REASON
     assert job["result"] is None
+
+
+FANNED_SIZING: dict[str, Any] = SIZING | {
+    "verify_top": 0,
+    "candidates": SIZING["candidates"]
+    | {
+        "max_num_batched_tokens": [4096, 8192],
+        "kv_cache_dtype": ["auto", "fp8"],
+        "gpu_memory_utilization": [0.9, 0.95],
+    },
+}
+"""2 × 2 × 2 = 8 candidates: two screening pieces of four (Tier A only, to stay quick; the
+broker test verifies, so its seeds are tasks too)."""
+
+
+def test_a_sizing_on_two_pool_processes_equals_the_serial_search_bit_for_bit(
+    make_client: Callable[..., TestClient], create_key: Callable[..., str]
+) -> None:
+    key = create_key(Scope.JOBS_WRITE)
+    pooled = make_client(job_workers=2, sync_pool=True)
+    job_id = submit(pooled, key, "sizing", FANNED_SIZING).json()["id"]
+    done = wait_for(pooled, key, job_id, {"succeeded", "failed", "cancelled"})
+    assert done["state"] == "succeeded", done["error"]
+    assert done["progress"] == {"done": 8, "total": 8, "eta_s": None}
+    assert done["result"]["candidates_evaluated"] == 8
+    on_pool = pooled.post("/v1/sizing", json=FANNED_SIZING)  # SYNC_POOL: the same pool
+    serial = make_client(sync_pool=False).post("/v1/sizing", json=FANNED_SIZING)
+    assert on_pool.status_code == serial.status_code == 200, serial.text
+    assert _without_elapsed(done["result"]) == _without_elapsed(serial.json())
+    assert _without_elapsed(on_pool.json()) == _without_elapsed(serial.json())

@@ -4,7 +4,10 @@ open the database). The broker is ``BROKER_TEST_URL`` (default the machine's Red
 ``CI=true`` an unreachable broker fails these tests instead of skipping them. RabbitMQ is
 checked with ``RESULT_BACKEND=redis://127.0.0.1:6379/0`` (the default ``rpc://`` backend
 delivers states to the submitting process only, which the cancel test cannot read). Each run uses a
-queue of its own, so other runs on the same broker do not take its tasks."""
+queue of its own, so other runs on the same broker do not take its tasks. Covered: a sweep and
+a sizing (fanned out as piece tasks) on one worker, two and the synchronous endpoint, bit for
+bit; progress of a capacity job; cancel; a pool process killed mid-task; an API restart during
+jobs (re-attached); idempotent submission."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from servesize.security import Scope
 from servesize.settings import Settings
 from tests.api.sweep_bodies import small_sweep, without_timing
 from tests.api.test_hardware import bearer
-from tests.api.test_jobs import POLL_LIMIT_S, submit, wait_for
+from tests.api.test_jobs import CAPACITY, POLL_LIMIT_S, submit, wait_for
 from tests.api.test_sweep import check_rows_equal_sync
 from tests.backends import ci_requires_postgres
 
@@ -256,6 +259,93 @@ def test_an_idempotent_resubmission_sends_no_second_set_of_tasks(
     assert late.json()["id"] == first.json()["id"]
     assert late.json()["state"] == "succeeded"
     assert sum(w.processed() for w in workers) - counts == 4
+
+
+FANOUT_SIZING: dict[str, Any] = {
+    "model": "meta-llama/Llama-3.2-1B-Instruct",
+    "traffic": {"rate_per_s": 1.0, "input_tokens": 512, "output_tokens": 128},
+    "slo": {"ttft_s": {"p95": 0.5}, "tpot_s": {"p95": 0.05}},
+    "candidates": {
+        "hardware": ["h100-sxm"],
+        "tensor_parallel": [1],
+        "max_num_batched_tokens": [4096, 8192],
+        "kv_cache_dtype": ["auto", "fp8"],
+        "gpu_memory_utilization": [0.9, 0.95],
+    },
+    "prices": {"h100-sxm": 2.5},
+    "verify_top": 1,
+}
+"""2 × 2 × 2 = 8 candidates: two screening pieces of four, then one task per simulated seed."""
+
+
+def _sizing_job(client: TestClient, key: str) -> dict[str, Any]:
+    job_id = submit(client, key, "sizing", FANOUT_SIZING).json()["id"]
+    return wait_for(client, key, job_id, FINISHED)
+
+
+def test_a_sizing_fans_out_and_one_worker_two_and_the_endpoint_agree(
+    broker_client: TestClient, workers: list[Worker], create_key: Callable[..., str]
+) -> None:
+    key = create_key(Scope.JOBS_WRITE)
+    one, two = workers
+    assert isinstance(broker_client.app.state.jobs, CeleryJobExecutor)  # type: ignore[attr-defined]
+    _pause(two)
+    try:
+        before = one.processed()
+        alone = _sizing_job(broker_client, key)
+        assert alone["state"] == "succeeded", alone["error"]
+        # ceil(8 / 4) = 2 screening tasks, then one task per simulation the answer counts.
+        assert one.processed() - before == 2 + alone["result"]["simulations"]
+    finally:
+        _resume(two)
+    counts = [w.processed() for w in workers]
+    both = _sizing_job(broker_client, key)
+    assert both["state"] == "succeeded", both["error"]
+    shares = [w.processed() - c for w, c in zip(workers, counts, strict=True)]
+    assert sum(shares) == 2 + both["result"]["simulations"]
+    assert alone["progress"] == both["progress"] == {"done": 8, "total": 8, "eta_s": None}
+    sync = broker_client.post("/v1/sizing", json=FANOUT_SIZING)  # in the request's thread
+    assert sync.status_code == 200, sync.text
+    assert without_timing(alone["result"]) == without_timing(both["result"])
+    assert without_timing(both["result"]) == without_timing(sync.json())
+
+
+def test_a_capacity_job_on_a_worker_reports_its_probes(
+    broker_client: TestClient, workers: list[Worker], create_key: Callable[..., str]
+) -> None:
+    key = create_key(Scope.JOBS_WRITE)
+    done = wait_for(
+        broker_client, key, submit(broker_client, key, "capacity", CAPACITY).json()["id"], FINISHED
+    )
+    assert done["state"] == "succeeded", done["error"]
+    # As in the embedded test: full runs simulate 60 requests, screening runs 60 // 4 = 15.
+    short = done["result"]["short_probes"]
+    full, rest = divmod(done["result"]["simulated_requests"] - 15 * short, 60)
+    assert rest == 0
+    assert done["progress"] == {"done": full + short, "total": full + short, "eta_s": None}
+
+
+def test_a_restarted_api_re_attaches_its_running_jobs(
+    make_client: Callable[..., TestClient],
+    broker: str,
+    workers: list[Worker],
+    create_key: Callable[..., str],
+) -> None:
+    key = create_key(Scope.JOBS_WRITE)
+    first = make_client(broker_url=broker, job_queue=QUEUE)
+    sizing_id = submit(first, key, "sizing", FANOUT_SIZING).json()["id"]
+    sweep_id = submit(first, key, "sweep", small_sweep()).json()["id"]
+    assert wait_for(first, key, sizing_id, {"running"} | FINISHED)["state"] == "running"
+    first.__exit__(None, None, None)  # the API stops mid-job; the workers keep going
+
+    second = make_client(broker_url=broker, job_queue=QUEUE)
+    sizing = wait_for(second, key, sizing_id, FINISHED)
+    sweep = wait_for(second, key, sweep_id, FINISHED)
+    assert sizing["state"] == "succeeded", sizing["error"]
+    assert sweep["state"] == "succeeded", sweep["error"]
+    sync = second.post("/v1/sizing", json=FANOUT_SIZING)
+    assert without_timing(sizing["result"]) == without_timing(sync.json())
+    check_rows_equal_sync(second, sweep["result"])
 
 
 def test_servesize_worker_without_a_broker_is_a_usage_error() -> None:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
@@ -22,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from servesize.api.compute import GatesDep
 from servesize.api.deps import LookupsDep, OptionalKeyDep, ReadAccess
 from servesize.api.errors import UnprocessableError, json_pointer
+from servesize.api.jobs import JobExecutor
 from servesize.api.lookups import HardwareEntry, LookupCache
 from servesize.api.models_resolver import ResolvedModel
 from servesize.api.plan_views import check_plans_write, manifests_for, store_plan
@@ -36,6 +38,8 @@ from servesize.core.sizing import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     SearchSpace,
     SizingTooLargeError,
+    TaskMap,
+    serial_map,
     size,
     zero_load_infeasibility,
 )
@@ -277,11 +281,12 @@ def _size(
     body: SizingRequest,
     model: ResolvedModel,
     hardware: _Hardware,
+    map_tasks: TaskMap = serial_map,
     report: Callable[[int, int | None], None] | None = None,
 ) -> SizingResponse:
-    """Run the core sizing search; its refusals as problems. ``report(done, total)`` counts
-    candidates screened plus plans verified against candidates + ``verify_top`` (a job's
-    progress; verifications take most of the time)."""
+    """Run the core sizing search (its pieces through ``map_tasks``); its refusals as problems.
+    ``report(done, total)`` counts candidates screened plus plans verified against candidates +
+    ``verify_top`` (a job's progress; verifications take most of the time)."""
     cand, traffic = body.candidates, body.traffic
     _check_knobs(cand, model.architecture.max_position_embeddings)
     lengths = cand.max_model_len or [default_length(traffic)]
@@ -306,6 +311,7 @@ def _size(
             rank_by=body.rank_by,
             progress=screened,
             verify_progress=verified,
+            map_tasks=map_tasks,
         )
     except SizingTooLargeError as exc:
         raise UnprocessableError(
@@ -326,9 +332,12 @@ def _size(
 
 
 def _cached_size(
-    body: SizingRequest, inputs: tuple[ResolvedModel, _Hardware], cache: SizingCache
+    body: SizingRequest,
+    inputs: tuple[ResolvedModel, _Hardware],
+    cache: SizingCache,
+    pieces: Callable[[], TaskMap] = lambda: serial_map,
 ) -> SizingResponse:
-    """The answer from the cache, else a fresh search (then cached)."""
+    """The answer from the cache, else a fresh search on ``pieces()`` (then cached)."""
     model, hardware = inputs
     key = sizing_key(
         body=body.model_dump(mode="json"),
@@ -340,7 +349,7 @@ def _cached_size(
     )
     answer = cache.get(key)
     if answer is None:
-        answer = _size(body, model, hardware)
+        answer = _size(body, model, hardware, pieces())
         cache.put(key, answer)
     return answer
 
@@ -398,6 +407,23 @@ def _with_manifests(
     return answer.model_copy(update={"manifests": out, "warnings": warnings})
 
 
+def _sync_pieces(request: Request) -> TaskMap:
+    """The embedded job pool's map (``SYNC_POOL``), else this thread's."""
+    jobs = getattr(request.app.state, "jobs", None)
+    settings = getattr(request.app.state, "settings", None)
+    if isinstance(jobs, JobExecutor) and jobs.local_pool and getattr(settings, "sync_pool", False):
+        return jobs.task_map()
+    return serial_map
+
+
+def _search(
+    request: Request, body: SizingRequest, cache: SizingCache
+) -> Callable[[tuple[ResolvedModel, _Hardware]], SizingResponse]:
+    """The gate's computation: the cached answer, else a search on :func:`_sync_pieces`."""
+    pieces = partial(_sync_pieces, request)
+    return lambda found: _cached_size(body, found, cache, pieces)
+
+
 @router.post(
     "/sizing",
     response_model=SizingResponse,
@@ -433,7 +459,7 @@ async def sizing(
         inputs.append(found)
         return found
 
-    answer = await gates.heavy.run(request, lambda found: _cached_size(body, found, cache), lookup)
+    answer = await gates.heavy.run(request, _search(request, body, cache), lookup)
     if owner is None:
         return _with_manifests(answer, body, inputs[0]) if manifests else answer
     model, hardware = inputs[0]

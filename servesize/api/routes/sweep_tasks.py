@@ -4,9 +4,10 @@
 one's model and hardware as the sizing route does; ``size_one`` (a worker) is the route's own
 search for one combination, a pure function of its body (seeds included) and those inputs;
 ``assemble`` turns the answers, in combination order, into the :class:`SweepResponse`. The
-embedded pool runs the combinations one after another in one worker (:func:`run_sweep`); with
-a broker each combination is a task of its own (:mod:`servesize.api.celery_jobs`). Either way
-a row is the synchronous sizing of its body.
+embedded pool runs each combination as a piece of its own on any pool worker
+(:func:`run_sweep` with the pool's map, :mod:`servesize.api.job_pieces`); with a broker each
+combination is a task of its own (:mod:`servesize.api.celery_jobs`). Either way a row is the
+synchronous sizing of its body.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from servesize.api.problems import PROBLEM_TYPE_PREFIX
 from servesize.api.routes.sizing import _check_prices, _Hardware, _hardware, _size
 from servesize.core.errors import PlanningError
 from servesize.core.replica import ReplicaError
+from servesize.core.sizing import TaskMap, serial_map
 from servesize.schemas.sizing import SizingRequest
 from servesize.schemas.sweep import (
     MAX_COMBINATIONS,
@@ -45,6 +47,7 @@ __all__ = [
     "prepare_sweep",
     "run_sweep",
     "size_one",
+    "size_piece",
     "sweep_csv",
 ]
 
@@ -163,6 +166,11 @@ def size_one(request: dict[str, Any], inputs: tuple[ResolvedModel, _Hardware]) -
     except (ApiError, PlanningError, ReplicaError, ValueError) as exc:
         return {"problem": problem_of(exc)}
     return {"sizing": answer.model_dump(mode="json", by_alias=True)}
+
+
+def size_piece(piece: tuple[dict[str, Any], tuple[ResolvedModel, _Hardware]]) -> dict[str, Any]:
+    """:func:`size_one` as one task of a map: ``(body, inputs)``."""
+    return size_one(*piece)
 
 
 def _row(
@@ -291,15 +299,17 @@ def assemble(
 
 
 def run_sweep(
-    request: dict[str, Any], inputs: SweepInputs, report: Callable[[int, int | None], None]
+    request: dict[str, Any],
+    inputs: SweepInputs,
+    report: Callable[[int, int | None], None],
+    map_tasks: TaskMap = serial_map,
 ) -> dict[str, Any]:
-    """Every combination in one process, reporting (combinations done, total) after each."""
+    """Every combination as one piece of ``map_tasks`` (gathered in combination order),
+    reporting (combinations done, total) as they finish."""
     total = len(inputs.requests)
-    outcomes: list[dict[str, Any]] = []
     report(0, total)
-    for sizing, found in zip(inputs.requests, inputs.inputs, strict=True):
-        outcomes.append(size_one(sizing, found))
-        report(len(outcomes), total)
+    pieces = list(zip(inputs.requests, inputs.inputs, strict=True))
+    outcomes = map_tasks(size_piece, pieces, lambda done: report(done, total))
     return assemble(request, inputs, outcomes)
 
 

@@ -10,6 +10,7 @@
 ``zero_load_infeasibility``    each target no candidate meets idle: its best value, and where
 ``screen_curve``               Tier A: the largest per-replica rate meeting every target
 ``launch_plan``                the plan's engine's launch commands (vLLM, SGLang, TensorRT-LLM)
+``TaskMap`` / ``serial_map``   how ``size`` runs its screening and simulation tasks (in order)
 =============================  ==================================================================
 """
 
@@ -56,6 +57,7 @@ from servesize.core.sizing.space import (
     SearchSpace,
     enumerate_candidates,
 )
+from servesize.core.sizing.tasks import TaskMap, serial_map
 from servesize.core.sizing.tier_a import replicas_needed
 from servesize.core.sizing.verify import FLEET_MAX_REPLICAS, MAX_EXTRA_REPLICAS
 
@@ -83,6 +85,7 @@ __all__ = [
     "SizingTooLargeError",
     "SizingTraffic",
     "TargetCurve",
+    "TaskMap",
     "VerificationMode",
     "ZeroLoadBest",
     "default_max_model_len",
@@ -92,6 +95,7 @@ __all__ = [
     "parse_slo",
     "replicas_needed",
     "screen_curve",
+    "serial_map",
     "sglang_args",
     "shell_command",
     "size",

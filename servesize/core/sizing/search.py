@@ -43,6 +43,7 @@ from servesize.core.sizing.rank import ranked, unpriced_warning
 from servesize.core.sizing.result import Plan, RankBy, Rejection, SizingResult
 from servesize.core.sizing.screen import TargetCurve, target_curves
 from servesize.core.sizing.space import Candidate, SearchSpace, enumerate_candidates
+from servesize.core.sizing.tasks import TaskMap, serial_map
 from servesize.core.sizing.tier_a import (
     Screened,
     screen_aggregated,
@@ -53,12 +54,22 @@ from servesize.core.sizing.verify import SimulationSpent, Verified, VerifyInputs
 from servesize.core.slo.spec import ServiceLevelObjective
 from servesize.core.steptime import MeasuredProfile
 
-__all__ = ["MAX_CANDIDATES", "MAX_PLANS", "SizingTooLargeError", "size"]
+__all__ = [
+    "MAX_CANDIDATES",
+    "MAX_PLANS",
+    "SCREEN_PIECE",
+    "SizingTooLargeError",
+    "screen_piece",
+    "size",
+]
 
 MAX_CANDIDATES = 512
 """Candidate configurations one sizing may enumerate (Tier A screens one in about 10 ms)."""
 MAX_PLANS = 10
 """Plans returned (the best by rank); every other survivor is counted, not listed."""
+SCREEN_PIECE = 4
+"""Candidates one screening task takes when the map runs tasks in parallel (a few hundred ms of
+work each: enough to outweigh sending the sizing's inputs, small enough to balance workers)."""
 
 
 class SizingTooLargeError(ValueError):
@@ -83,20 +94,39 @@ def _screen_space(
     space: SearchSpace,
     targets: list[TargetCurve],
     progress: Callable[[int, int], None] | None = None,
+    map_tasks: TaskMap = serial_map,
 ) -> _Screening:
     """Prune, build and screen every candidate of ``space`` (steps 1 to 3); ``progress`` is
-    called with (candidates done, candidates in all) after each one."""
+    called with (candidates done, candidates in all) after each one (after each piece of
+    :data:`SCREEN_PIECE` when ``map_tasks`` runs them in parallel: :func:`screen_piece`)."""
     plans: list[Plan] = []
     screened: dict[str, Screened] = {}
     rejected: list[Rejection] = []
     evaluated = 0
     passed_zero_load = 0
-    step_models = StepModelCache()
-    is_moe = summarize(inputs.arch).num_experts > 0
     total = space.candidate_count
-    for c in enumerate_candidates(space):
+    candidates = list(enumerate_candidates(space))
+    if map_tasks.parallel:
+        pieces = [
+            (inputs, tuple(candidates[i : i + SCREEN_PIECE]))
+            for i in range(0, len(candidates), SCREEN_PIECE)
+        ]
+
+        def done(k: int) -> None:
+            if progress is not None:
+                progress(min(k * SCREEN_PIECE, total), total)
+
+        outcomes = [o for piece in map_tasks(screen_piece, pieces, done) for o in piece]
+    else:
+        step_models = StepModelCache()
+        is_moe = summarize(inputs.arch).num_experts > 0
+        outcomes = []
+        for c in candidates:
+            outcomes.append(_screen_one(inputs, c, targets, step_models, is_moe=is_moe))
+            if progress is not None:
+                progress(len(outcomes), total)
+    for c, outcome in zip(candidates, outcomes, strict=True):
         evaluated += 1
-        outcome = _screen_one(inputs, c, targets, step_models, is_moe=is_moe)
         if isinstance(outcome, Rejection):
             rejected.append(outcome)
             passed_zero_load += outcome.reason == "over-gpu-limit"
@@ -105,8 +135,6 @@ def _screen_space(
             plans.append(plan)
             screened[c.label] = basis
             passed_zero_load += 1
-        if progress is not None:
-            progress(evaluated, total)
     return _Screening(
         plans=tuple(plans),
         screened=screened,
@@ -114,6 +142,19 @@ def _screen_space(
         evaluated=evaluated,
         passed_zero_load=passed_zero_load,
     )
+
+
+def screen_piece(
+    piece: tuple[SizingInputs, tuple[Candidate, ...]],
+) -> list[Rejection | tuple[Plan, Screened]]:
+    """One screening task: ``(inputs, candidates)`` → each candidate's outcome, in order
+    (:func:`_screen_one`; a pure function of the piece). The target curves hold closures, so
+    the piece rebuilds them from the inputs (as :func:`size` does)."""
+    inputs, candidates = piece
+    targets = target_curves(inputs.objective, inputs.output_tokens)
+    step_models = StepModelCache()
+    is_moe = summarize(inputs.arch).num_experts > 0
+    return [_screen_one(inputs, c, targets, step_models, is_moe=is_moe) for c in candidates]
 
 
 def _screen_one(
@@ -171,6 +212,7 @@ def size(
     power: Mapping[str, PowerProfile] | None = None,
     rank_by: RankBy = "cost",
     verify_progress: Callable[[int, int], None] | None = None,
+    map_tasks: TaskMap = serial_map,
 ) -> SizingResult:
     """Rank the deployments of ``space`` that serve ``traffic`` within ``objective`` (see the
     module docstring). ``prices`` are per GPU-hour by hardware id; ``measured`` kernel tables by
@@ -178,7 +220,9 @@ def size(
     all) after each candidate's screen. ``power`` (board power by hardware id) gives every plan
     its energy at the target load; ``rank_by="energy"`` ranks by energy per million output
     tokens instead of cost (:mod:`~servesize.core.sizing.energy`). ``verify_progress``, when
-    given, is called with (plans verified so far, ``verify_top``) after each verification."""
+    given, is called with (plans verified so far, ``verify_top``) after each verification.
+    ``map_tasks`` runs the screening pieces and the verification simulations
+    (:mod:`~servesize.core.sizing.tasks`); the answer does not depend on it."""
     if not 0 < headroom <= 1:
         raise ValueError(f"headroom must be in (0, 1], got {headroom}")
     if verify_top < 0:
@@ -212,7 +256,7 @@ def size(
             f"sized for min_throughput_requests_per_s = {floor:g}/s, above the forecast rate"
         )
     curves = target_curves(objective, inputs.output_tokens)
-    screening = _screen_space(inputs, space, curves, progress)
+    screening = _screen_space(inputs, space, curves, progress, map_tasks)
     if rank_by == "energy" and not inputs.power:
         warnings.append("no power figure for any candidate GPU: plans are ranked by cost")
     screened_plans = tuple(
@@ -228,6 +272,7 @@ def size(
             screened_plans,
             verify_top,
             on_verified,
+            map_tasks,
         )
     else:
         verified = Verified(plans=ranked(screened_plans), rejected=(), spent=SimulationSpent())

@@ -38,6 +38,7 @@ from servesize.core.sizing.build import kv_link
 from servesize.core.sizing.inputs import SizingInputs
 from servesize.core.sizing.rank import rank_key
 from servesize.core.sizing.result import Plan, Predicted, Rejection, VerificationMode
+from servesize.core.sizing.tasks import TaskMap, serial_map
 from servesize.core.sizing.tier_a import Screened, residence_s
 from servesize.core.slo.evaluate import SloEvaluation, evaluate_result
 from servesize.core.traffic import (
@@ -57,6 +58,7 @@ __all__ = [
     "SimulationSpent",
     "Verified",
     "VerifyInputs",
+    "simulate_seed",
     "verify_ranked",
 ]
 
@@ -373,13 +375,29 @@ def margin_interval(margins: Sequence[float]) -> tuple[float, float, float]:
     return mean, half, float(stats.t.cdf(mean / se, r - 1))
 
 
-def _replicate(ctx: VerifyInputs, plan: Plan, run: _Run) -> Replicated:
-    """Simulate ``run`` on :data:`MIN_REPLICATIONS` seeds, then more while the interval on the
-    binding margin straddles 0, up to :data:`MAX_REPLICATIONS` (module docstring)."""
-    runs = [_simulate(ctx, plan, run, k) for k in range(MIN_REPLICATIONS)]
+def simulate_seed(
+    task: tuple[VerifyInputs, Plan, _Run, int],
+) -> tuple[SimulationSummary, SloEvaluation, bool]:
+    """One verification simulation as a task: ``(inputs, plan, run, seed index)`` → its
+    summary, evaluation and chunked-prefill flag (:func:`_simulate`; a pure function)."""
+    ctx, plan, run, replication = task
+    _, summary, evaluation, chunked = _simulate(ctx, plan, run, replication)
+    return summary, evaluation, chunked
+
+
+def _replicate(
+    ctx: VerifyInputs, plan: Plan, run: _Run, map_tasks: TaskMap = serial_map
+) -> Replicated:
+    """Simulate ``run`` on :data:`MIN_REPLICATIONS` seeds (one task each, through
+    ``map_tasks``), then more while the interval on the binding margin straddles 0, up to
+    :data:`MAX_REPLICATIONS` (module docstring)."""
+    label = plan.candidate.label
+    alone = replace(ctx, screened={label: ctx.screened[label]})  # a task carries its replica
+    seeds = [(alone, plan, run, k) for k in range(MIN_REPLICATIONS)]
+    runs = map_tasks(simulate_seed, seeds)
     while True:
-        if any(_inconclusive(s, e) for _, s, e, _ in runs):
-            _, summary, evaluation, chunked = next(r for r in runs if _inconclusive(r[1], r[2]))
+        if any(_inconclusive(s, e) for s, e, _ in runs):
+            summary, evaluation, chunked = next(r for r in runs if _inconclusive(r[0], r[1]))
             return Replicated(
                 summary=summary,
                 evaluation=evaluation,
@@ -388,14 +406,14 @@ def _replicate(ctx: VerifyInputs, plan: Plan, run: _Run) -> Replicated:
                 note="",
                 runs=len(runs),
             )
-        margins = [_margin(s, e) for _, s, e, _ in runs]
+        margins = [_margin(s, e) for s, e, _ in runs]
         mean, half, p_met = margin_interval(margins)
         if mean - half > 0 or mean + half < 0 or len(runs) >= MAX_REPLICATIONS:
             break
-        runs.append(_simulate(ctx, plan, run, len(runs)))
+        runs.extend(map_tasks(simulate_seed, [(alone, plan, run, len(runs))]))
     verdict = "met" if mean - half > 0 else "missed" if mean + half < 0 else "marginal"
     # The figures are the request's own seed's; the verdict is the interval's.
-    _, summary, evaluation, chunked = runs[0]
+    summary, evaluation, chunked = runs[0]
     note = (
         f"{len(runs)} seeds: binding relative margin {mean:+.3f} ± {half:.3f} "
         f"({CONFIDENCE:.0%} interval), P(SLO met) ≈ {p_met:.2f}: {verdict}"
@@ -464,7 +482,7 @@ def _describe_run(run: _Run) -> str:
 
 
 def _verify_one(
-    ctx: VerifyInputs, plan: Plan, spent: SimulationSpent
+    ctx: VerifyInputs, plan: Plan, spent: SimulationSpent, map_tasks: TaskMap = serial_map
 ) -> tuple[Plan | Rejection, SimulationSpent]:
     """Simulate ``plan``, adding replicas after conclusive misses: the verified plan, the plan
     left to Tier A with a note (inconclusive run, over the budget), or a rejection; and what
@@ -480,7 +498,7 @@ def _verify_one(
             # Unverified (with the misses that added replicas, if any): Tier A decides.
             return replace(plan, notes=(*notes, run)), spent
         try:
-            rep = _replicate(ctx, plan, run)
+            rep = _replicate(ctx, plan, run, map_tasks)
         except RequestTooLongError as exc:
             # An unbounded length distribution drew a request the engine would refuse.
             return Rejection(
@@ -531,9 +549,11 @@ def verify_ranked(
     plans: Sequence[Plan],
     verify_top: int,
     progress: Callable[[int], None] | None = None,
+    map_tasks: TaskMap = serial_map,
 ) -> Verified:
     """Simulate in rank order until ``verify_top`` plans pass (see the module docstring);
-    ``progress(passed)`` after each plan verified or refused."""
+    ``progress(passed)`` after each plan verified or refused; ``map_tasks`` runs the
+    simulations (:mod:`~servesize.core.sizing.tasks`)."""
     ranked = list(plans)
     rejected: list[Rejection] = []
     spent = SimulationSpent()
@@ -548,7 +568,7 @@ def verify_ranked(
             break
         i = pending[0]
         done.add(ranked[i].candidate.label)
-        outcome, spent = _verify_one(ctx, ranked[i], spent)
+        outcome, spent = _verify_one(ctx, ranked[i], spent, map_tasks)
         tried += 1
         if isinstance(outcome, Rejection):
             ranked.pop(i)
