@@ -303,7 +303,10 @@ def test_a_sizing_fans_out_and_one_worker_two_and_the_endpoint_agree(
     assert both["state"] == "succeeded", both["error"]
     shares = [w.processed() - c for w, c in zip(workers, counts, strict=True)]
     assert sum(shares) == 2 + both["result"]["simulations"]
-    assert alone["progress"] == both["progress"] == {"done": 8, "total": 8, "eta_s": None}
+    # One unit per candidate screened (8) and per plan verified (verify_top = 1), all done.
+    units = alone["result"]["candidates_evaluated"] + 1
+    assert units == 9
+    assert alone["progress"] == both["progress"] == {"done": units, "total": units, "eta_s": None}
     sync = broker_client.post("/v1/sizing", json=FANOUT_SIZING)  # in the request's thread
     assert sync.status_code == 200, sync.text
     assert without_timing(alone["result"]) == without_timing(both["result"])
