@@ -30,6 +30,13 @@ KNOWN_GAPS: dict[tuple[str, str], tuple[float, str]] = {
         ("v0.6.4-rtx3090-llama3.1-8b-29k", q): (0.145, "as the 20k log: RTX 3090 CUDA context")
         for q in _KV
     },
+    ("v0.6.4-rtx3090-llama3.1-8b-35k", "activation_gib"): (
+        19.0,
+        "V0 with chunked prefill (512-token budget): the logged peak, 0.06 GiB, is the "
+        "forward pass or one bf16 logits tensor of 256 rows, without the sampler working set "
+        "(1.17 GiB) that the v0.6.5 H100 log (1.26 GiB at 8,192 tokens) does show; which "
+        "mechanism removes it is not established",
+    ),
     ("v0.6.5-h100-llama3-8b-tp1", "available_kv_gib"): (
         0.035,
         "the log (a PR sanity check) reports 1.79 GiB of non-torch memory at TP 1, far above "
@@ -105,7 +112,14 @@ def test_known_gaps_are_still_gaps() -> None:
 
 
 def test_v0_activation_peaks_match_the_logs() -> None:
-    # The V0 profile run over max(max_model_len, 2048) tokens: 2.07, 2.99 and 1.26 GiB logged.
-    v0 = [r for r in ROWS if r.quantity == "activation_gib" and r.log_id.startswith("v0.6")]
+    # The V0 profile run over max(max_model_len, 2048) tokens: 2.07, 2.99 and 1.26 GiB logged
+    # (the chunked-prefill run at 35,000 tokens is a known gap).
+    v0 = [
+        r
+        for r in ROWS
+        if r.quantity == "activation_gib"
+        and r.log_id.startswith("v0.6")
+        and (r.log_id, r.quantity) not in KNOWN_GAPS
+    ]
     assert len(v0) == 3
     assert all(abs(r.error) <= 0.01 for r in v0)
