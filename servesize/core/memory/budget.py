@@ -9,7 +9,11 @@
   vllm/worker/worker.py ``determine_num_available_blocks``) applies the same rule; v0.6.0 -
   v0.6.3 charge ``init_free - free_after_profile`` (no context), v0.6.4 all non-torch device
   memory (``used - torch_allocated`` after the profile run), the CUDA context included, and
-  from v0.6.5 (``memory_profiling``) only its increase.
+  from v0.6.5 (``memory_profiling``) only its increase. Until v0.7.0 (PR #11809) "torch" is
+  ``allocated_bytes.all.current``, so memory the caching allocator still reserves after
+  ``empty_cache`` (segments holding a live block) is charged as non-torch too; that remainder
+  depends on where allocations land and is not priced (1.79 GiB in a v0.6.5 H100 log).
+  v0.7.0 onwards uses ``torch.cuda.memory_reserved()``.
 - **SGLang** (sgl-project/sglang:python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py
   ``profile_max_num_token``): ``KV = free_after_load - free_before_load · (1 - mfs)``, i.e.
   ``mfs · F0 - weights`` with ``F0`` the memory free before loading. Activations and CUDA

@@ -13,8 +13,10 @@ stationary law ``π`` is solved exactly.
 
 A request arrives in a step of state ``Q`` with the length-biased probability
 ``∝ π_Q·T_{k(Q)}``, a uniform part ``U·T_{k(Q)}`` before its end, among ``j`` other arrivals of
-that step (about half of them ahead of it). With ``r = Q − k`` left over, it is ``m = r + ⌊j/2⌋
-+ 1``-th in the queue at the next step, waits ``s = ⌈m/K⌉ − 1`` full steps ``T_K`` and is
+that step (about half of them ahead of it), ``j`` drawn from the arrival-biased (Palm) count of
+the step, which under bursty arrivals exceeds the stationary one. With ``r = Q − k`` left
+over, it is ``m = r + ⌊j/2⌋ + 1``-th in the queue at the next step, waits ``s = ⌈m/K⌉ − 1``
+full steps ``T_K`` and is
 prefilled in a step of ``min(K, r + j + 1 − s·K)`` prompts (full when ``s ≥ 1``: arrivals
 during the full steps fill it):
 
@@ -28,6 +30,7 @@ them.
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 from servesize.core.steptime.batchchain import arrivals_pmf
 
@@ -80,6 +83,35 @@ class BacklogChain:
         return np.asarray(high)
 
 
+def _others_seen_by_an_arrival(
+    mean: np.ndarray, counts: np.ndarray, arrival_cv: float
+) -> np.ndarray:
+    """Law of the number ``j`` of *other* arrivals in the step a tagged request arrives in.
+
+    Seen from an arrival (the Palm distribution of the process), the gaps before and after it
+    are iid gamma of shape ``κ = 1/c²`` and mean ``1/λ`` (a stationary renewal process is
+    reversible), so the arrivals within ``τ`` after it number ``N`` with
+    ``P(N ≥ n) = P(Γ(n·κ, 1) ≤ λ·τ·κ)`` (the regularised incomplete gamma function), and as many
+    independently before it. At the tagged request's mean position in a step of ``T`` that
+    expects ``m = λ·T`` arrivals, ``j = N_before(T/2) + N_after(T/2)``. Poisson (``κ = 1``) gives
+    back ``Poisson(m)``; gamma gaps of CV 2 put a burst's requests in one step
+    (``E[j] → m + c² − 1`` for long steps). Cox, *Renewal Theory* (1962), §7.2, and
+    Daley & Vere-Jones, *An Introduction to the Theory of Point Processes* (2003), §3.4.
+    """
+    shape = 1.0 / max(arrival_cv * arrival_cv, 1e-12)
+    half = np.asarray(mean, dtype=np.float64)[..., None] * 0.5  # λ·T/2, (P, S, 1)
+    size = int(np.asarray(counts).size)
+    orders = np.arange(1, size + 1, dtype=np.float64) * shape
+    at_least = np.ones((*half.shape[:-1], size + 1))  # P(N >= n), n = 0..size
+    at_least[..., 1:] = special.gammainc(orders[None, None, :], half * shape)
+    one_side = np.clip(at_least[..., :-1] - at_least[..., 1:], 0.0, 1.0)  # P(N = n), (P, S, A)
+    spectrum = np.fft.rfft(one_side, n=2 * size, axis=-1)
+    both = np.fft.irfft(spectrum * spectrum, n=2 * size, axis=-1)[..., :size]
+    both = np.clip(both, 0.0, None)
+    both[..., -1] += np.clip(1.0 - both.sum(axis=-1), 0.0, 1.0)  # the tail rides in the last
+    return np.asarray(both)
+
+
 def backlog_chain(
     step_s: np.ndarray, rate_per_s: np.ndarray, cap: int, arrival_cv: float = 1.0
 ) -> BacklogChain:
@@ -120,7 +152,10 @@ def backlog_chain(
     full = step[:, k_cap][:, None, None]
     offset = ahead[None, :, :] * full + step[:, own]  # (P, S, A)
     span = np.broadcast_to(t_q[:, :, None], offset.shape)
-    weight = biased[:, :, None] * pmf
+    others = (
+        pmf if arrival_cv <= 1.0 else _others_seen_by_an_arrival(rate[:, None] * t_q, a, arrival_cv)
+    )
+    weight = biased[:, :, None] * others
     weight = weight / np.maximum(weight.sum(axis=(1, 2), keepdims=True), 1e-300)
     flat = (points, size * size)
     return BacklogChain(

@@ -21,8 +21,10 @@ KNOWN_GAPS: dict[tuple[str, str], tuple[float, str]] = {
     **{
         ("v0.6.4-rtx3090-llama3.1-8b-20k", q): (
             0.11,
-            "v0.6.4 charges the CUDA context; the RTX 3090's (0.35 GiB with cuBLAS, logged "
-            "non_torch_memory) is smaller than the H100 constant (0.61 + 0.13 GiB)",
+            "v0.6.4 charges all non-torch memory, the CUDA context included; the RTX 3090's "
+            "(0.35 GiB logged, in use before profiling: initial_memory_usage 15.34 - weights "
+            "14.99 GiB) is smaller than the H100 constants (0.61 + 0.13 GiB), and the context is "
+            "not derived per GPU",
         )
         for q in _KV
     },
@@ -30,10 +32,18 @@ KNOWN_GAPS: dict[tuple[str, str], tuple[float, str]] = {
         ("v0.6.4-rtx3090-llama3.1-8b-29k", q): (0.145, "as the 20k log: RTX 3090 CUDA context")
         for q in _KV
     },
+    ("v0.6.4-rtx3090-llama3.1-8b-35k", "activation_gib"): (
+        19.0,
+        "V0 with chunked prefill (512-token budget): the logged peak, 0.06 GiB, is the "
+        "forward pass or one bf16 logits tensor of 256 rows, without the sampler working set "
+        "(1.17 GiB) that the v0.6.5 H100 log (1.26 GiB at 8,192 tokens) does show; which "
+        "mechanism removes it is not established",
+    ),
     ("v0.6.5-h100-llama3-8b-tp1", "available_kv_gib"): (
         0.035,
-        "the log (a PR sanity check) reports 1.79 GiB of non-torch memory at TP 1, far above "
-        "every other TP 1 log (0.13-0.14 GiB)",
+        "the log (a PR sanity check) reports 1.79 GiB of non-torch memory at TP 1 (3.58 GiB at "
+        "TP 2): before v0.7.0 (PR #11809) torch memory was allocated_bytes.all.current, so what "
+        "the caching allocator kept reserved after empty_cache counted as non-torch; not priced",
     ),
     **{
         ("v0.9.2-h100-qwen3-235b-a22b-fp8-tp4", q): (
@@ -105,7 +115,14 @@ def test_known_gaps_are_still_gaps() -> None:
 
 
 def test_v0_activation_peaks_match_the_logs() -> None:
-    # The V0 profile run over max(max_model_len, 2048) tokens: 2.07, 2.99 and 1.26 GiB logged.
-    v0 = [r for r in ROWS if r.quantity == "activation_gib" and r.log_id.startswith("v0.6")]
-    assert len(v0) == 3
+    # The V0 profile run over max(max_model_len, 2048) tokens: 2.07, 2.99 and 1.26 GiB logged,
+    # 1.26 at TP 2 too (the chunked-prefill run at 35,000 tokens is a known gap).
+    v0 = [
+        r
+        for r in ROWS
+        if r.quantity == "activation_gib"
+        and r.log_id.startswith("v0.6")
+        and (r.log_id, r.quantity) not in KNOWN_GAPS
+    ]
+    assert len(v0) == 4
     assert all(abs(r.error) <= 0.01 for r in v0)
