@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from servesize.api.openapi import OPERATION_IDS, REQUEST_EXAMPLES
 from servesize.security import Scope
+from tests.api.openapi_document import openapi_document
 
 Json = dict[str, Any]
 METHODS = ("get", "put", "post", "patch", "delete")
@@ -43,10 +44,16 @@ KEY_OF_ANY_SCOPE = {
 }
 
 
-@pytest.fixture
-def spec(client: TestClient) -> Json:
-    document: Json = client.get("/openapi.json").json()
-    return document
+@pytest.fixture(scope="session")
+def spec() -> Json:
+    """The document, built once: it does not depend on the backend (checked below), so the
+    tests that only read it run once; those that send requests run on every backend."""
+    return openapi_document()
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_the_served_document_is_the_shared_one(client: TestClient, spec: Json) -> None:
+    assert client.get("/openapi.json").json() == spec
 
 
 def operations(spec: Json) -> list[tuple[str, str, Json]]:

@@ -3,6 +3,7 @@ lists the catalogue and answers ``/v1/memory``, with migrations and models read 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -65,9 +66,8 @@ def _build_isolation_flags() -> list[str]:
     return ["--no-build-isolation"]
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    root = tmp_path_factory.mktemp("wheel")
+def _build_and_install(root: Path) -> tuple[Path, Path]:
+    """Build the wheel under ``root`` and ``pip install --target`` it; returns (wheel, target)."""
     # Build from a copy, so the build leaves no build/ or egg-info in the working tree.
     source = root / "source"
     source.mkdir()
@@ -88,8 +88,31 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         check=True,
         timeout=600,
     )
-    workdir = root / "work"
-    workdir.mkdir()
+    return wheel, target
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, Path]:
+    """One wheel and one installation a run: pytest-xdist workers share the run's temporary
+    directory, and the first to take the lock builds while the others wait, then read it."""
+    if worker_id == "master":
+        return _build_and_install(tmp_path_factory.mktemp("wheel"))
+    shared = tmp_path_factory.getbasetemp().parent / "servesize-wheel"
+    shared.mkdir(exist_ok=True)
+    done = shared / "done.json"
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            wheel, target = _build_and_install(shared)
+            done.write_text(json.dumps([str(wheel), str(target)]))
+    wheel_name, target_name = json.loads(done.read_text())
+    return Path(wheel_name), Path(target_name)
+
+
+@pytest.fixture(scope="module")
+def installed(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    wheel, target = built
+    workdir = tmp_path_factory.mktemp("work")  # this process's own database and home
     env = {name: os.environ[name] for name in PASSED_THROUGH if name in os.environ}
     env |= {
         "HOME": str(workdir),
@@ -179,9 +202,11 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def server(installed: Installed, tmp_path: Path) -> Iterator[str]:
-    """``servesize serve --no-migrate`` from the wheel, over a database migrated beforehand."""
+@pytest.fixture(scope="module")
+def server(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``servesize serve --no-migrate`` from the wheel, over a database migrated beforehand;
+    started once for the tests that only read from it."""
+    tmp_path = tmp_path_factory.mktemp("server")
     upgraded = installed.run("servesize", "db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
     assert "(at head)" in upgraded.stdout
