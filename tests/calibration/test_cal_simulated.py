@@ -65,6 +65,24 @@ def calibration() -> tuple[tuple[ServingCase, ...], Compiled]:
     return steady_rows(held_out=False)
 
 
+@cache
+def replayed(case: ServingCase, *, held_out: bool, tuned: bool = True) -> tuple[float, float]:
+    """One row's simulated mean TTFT and TPOT (``tuned``: with SIMULATOR_ENGINE_PROFILES).
+    ``simulate_cases`` seeds each row's workload on its own, so a row replays alike alone or
+    in any list; caching per row lets the subsets and the whole-data guard share replays."""
+    _, compiled = steady_rows(held_out=held_out)
+    ttft, tpot = simulate_cases([case], compiled, SIMULATOR_ENGINE_PROFILES if tuned else None)
+    return float(ttft[0]), float(tpot[0])
+
+
+def replay_rows(
+    cases: list[ServingCase], *, held_out: bool, tuned: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """``simulate_cases`` over ``cases`` (all from one side of ``steady_rows``), row by row."""
+    pairs = [replayed(c, held_out=held_out, tuned=tuned) for c in cases]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
 def find(engine: str, model: str, tp: int, isl: int, osl: int, concurrency: int) -> ServingCase:
     cases, _ = calibration()
     return next(
@@ -207,8 +225,7 @@ def mape(cases: list[ServingCase], ttft: np.ndarray, tpot: np.ndarray) -> tuple[
 @cache
 def guarded(engine: str) -> tuple[float, float]:
     rows = subset(engine)
-    _, compiled = calibration()
-    return mape(rows, *simulate_cases(rows, compiled, SIMULATOR_ENGINE_PROFILES))
+    return mape(rows, *replay_rows(rows, held_out=False))
 
 
 @REPLAY
@@ -226,8 +243,7 @@ def test_simulated_errors_stay_at_the_reached_figures(engine: str) -> None:
 @REPLAY
 def test_trtllm_simulator_constants_beat_the_mean_field_ones_through_the_simulator() -> None:
     rows = subset("trtllm")
-    _, compiled = calibration()
-    mean_field_ttft, _ = mape(rows, *simulate_cases(rows, compiled))
+    mean_field_ttft, _ = mape(rows, *replay_rows(rows, held_out=False, tuned=False))
     ttft, _ = guarded("trtllm")
     assert ttft < mean_field_ttft
 
@@ -306,9 +322,8 @@ def test_aiconfigurator_sglang_0_5_1_rows_run_prefill_only_steps() -> None:
 @pytest.mark.parametrize("engine", sorted(OUT_OF_SAMPLE_REACHED))
 def test_out_of_sample_errors_stay_at_the_reached_figures(engine: str) -> None:
     rows = held_out_subset(engine)
-    _, compiled = held_out()
     assert len(rows) >= 25
-    ttft, tpot = mape(rows, *simulate_cases(rows, compiled, SIMULATOR_ENGINE_PROFILES))
+    ttft, tpot = mape(rows, *replay_rows(rows, held_out=True))
     reached_ttft, reached_tpot = OUT_OF_SAMPLE_REACHED[engine]
     assert ttft <= reached_ttft + MARGIN
     assert tpot <= reached_tpot + MARGIN
@@ -327,7 +342,7 @@ def test_out_of_sample_tier_a_is_the_simulators_limit(engine: str) -> None:
     rows = held_out_subset(engine)
     _, compiled = held_out()
     steady = evaluate_serving(rows, compiled, SIMULATOR_ENGINE_PROFILES)
-    sim = mape(rows, *simulate_cases(rows, compiled, SIMULATOR_ENGINE_PROFILES))
+    sim = mape(rows, *replay_rows(rows, held_out=True))
     steady_errors = mape(rows, steady.ttft_s, steady.tpot_s)
     assert abs(sim[0] - steady_errors[0]) <= TIER_GAP_POINTS[0]
     assert abs(sim[1] - steady_errors[1]) <= TIER_GAP_POINTS[1]
@@ -378,29 +393,33 @@ WHOLE_DATA_ROWS = {"trtllm": 483, "vllm": 190, "sglang": 80}
 
 
 @cache
-def whole_data() -> dict[str, tuple[tuple[float, float], tuple[float, float]]]:
-    """Per engine: (simulator, steady-state estimate) TTFT and TPOT MAPE over every row."""
-    out = {}
-    for engine in sorted(WHOLE_DATA_REACHED):
-        rows: list[ServingCase] = []
-        models: Compiled = {}
-        for held in (False, True):
-            cases, compiled = steady_rows(held_out=held)
-            rows += [c for c in cases if c.row.engine == engine and replayable(c)]
-            models.update(compiled)
-        assert len(rows) == WHOLE_DATA_ROWS[engine]
-        steady = evaluate_serving(rows, models, SIMULATOR_ENGINE_PROFILES)
-        out[engine] = (
-            mape(rows, *simulate_cases(rows, models, SIMULATOR_ENGINE_PROFILES)),
-            mape(rows, steady.ttft_s, steady.tpot_s),
-        )
-    return out
+def whole_data(engine: str) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(simulator, steady-state estimate) TTFT and TPOT MAPE of ``engine`` over every row (one
+    engine per call, so the parametrized cases replay in parallel under xdist)."""
+    rows: list[ServingCase] = []
+    models: Compiled = {}
+    ttft: list[np.ndarray] = []
+    tpot: list[np.ndarray] = []
+    for held in (False, True):
+        cases, compiled = steady_rows(held_out=held)
+        side = [c for c in cases if c.row.engine == engine and replayable(c)]
+        side_ttft, side_tpot = replay_rows(side, held_out=held)
+        rows += side
+        ttft.append(side_ttft)
+        tpot.append(side_tpot)
+        models.update(compiled)
+    assert len(rows) == WHOLE_DATA_ROWS[engine]
+    steady = evaluate_serving(rows, models, SIMULATOR_ENGINE_PROFILES)
+    return (
+        mape(rows, np.concatenate(ttft), np.concatenate(tpot)),
+        mape(rows, steady.ttft_s, steady.tpot_s),
+    )
 
 
 @REPLAY
 @pytest.mark.parametrize("engine", sorted(WHOLE_DATA_REACHED))
 def test_every_measured_row_meets_the_floor_through_the_simulator(engine: str) -> None:
-    (ttft, tpot), (steady_ttft, steady_tpot) = whole_data()[engine]
+    (ttft, tpot), (steady_ttft, steady_tpot) = whole_data(engine)
     reached_ttft, reached_tpot = WHOLE_DATA_REACHED[engine]
     assert ttft <= min(reached_ttft + MARGIN, FLOOR[0])
     assert tpot <= min(reached_tpot + MARGIN, FLOOR[1])
